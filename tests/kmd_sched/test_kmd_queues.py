@@ -652,17 +652,8 @@ def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fil
     g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
                             + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
     gjob = kmd.sched.pending[0]
-    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
-    for k in range(fills):
-        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
-    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
-    kmd.dev.delay(1_000)  # (the victim's job polls; the timer has its first look to come)
-    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
-    ebo.u32[0x3000 // 4] = 1  # the flood starts
-    deadline = kmd.dev.now() + 100_000
-    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
-        kmd.dev.delay(16)
-    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+    f = _the_flood(evil, ebo, ehi, dst, fills, fill)
+    _release_the_flood_then_the_poll(kmd, ebo, gbo)
     assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
     assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
@@ -689,17 +680,8 @@ def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come
                             + pm4.wait_reg_mem(gbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16)
                             + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
     gjob = kmd.sched.pending[0]
-    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
-    for k in range(fills):
-        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
-    f = evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
-    kmd.dev.delay(1_000)  # (the victim's job polls A; the timer has its first look to come)
-    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
-    ebo.u32[0x3000 // 4] = 1  # the flood starts
-    deadline = kmd.dev.now() + 100_000
-    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
-        kmd.dev.delay(16)
-    gbo.u32[0x3000 // 4] = 1  # A holds from now on
+    f = _the_flood(evil, ebo, ehi, dst, fills, fill)
+    _release_the_flood_then_the_poll(kmd, ebo, gbo)  # (A holds from then on)
     t0 = kmd.dev.now()
     assert evil.wait(f, 2_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + fills - 1
     parked = kmd.dev.now() - t0
@@ -951,6 +933,46 @@ def test_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_
         ParkedPolls(), 40_000, 64) > 3
 
 
+def _the_flood(evil, ebo, ehi, dst: int, fills: int, fill: int) -> int:
+    """A HIGH job that waits on ebo's flag at 0x3000, then fills `fills` times `fill` bytes
+    at ebo + `dst` (CP_SYNC above 64 bytes): its seqno."""
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(fills):
+        flood += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + k, fill, src_sel="DATA", cp_sync=int(fill > 64))
+    return evil.submit(evil.ib(ebo, flood, 0x5000), ctx=ehi)
+
+
+def _release_the_flood_then_the_poll(kmd, ebo, gbo) -> None:
+    """The victim's job polls, the timer's first look to come; then the flood on queue 1
+    (waiting on ebo's flag at 0x3000) starts, and once it has fetched a few dwords the
+    victim's poll (gbo's flag at 0x3000) holds from then on."""
+    kmd.dev.delay(1_000)
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1  # the flood starts
+    deadline = kmd.dev.now() + 100_000
+    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
+        kmd.dev.delay(16)
+    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+
+
+def _past_a_into_b(bad, bbo, **kw) -> int:
+    """A job that passes a poll that holds (A, its flag at 0x3000 set) and polls one that
+    never will (B, at 0x3004), each every 16 cycles: its seqno."""
+    bbo.u32[0x3000 // 4] = 1  # A holds
+    return bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                             + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100), **kw)
+
+
+def _rounds_of_work_and_a_poll(client, wbo, rounds: int, **kw) -> int:
+    """One long job: `rounds` times 300 DMA_DATA fills, then a poll of round k's flag (at
+    wbo + 0xF8000 + 4k, every 4 cycles), which the test sets: its seqno."""
+    words = []
+    for k in range(rounds):
+        words += sum((pm4.dma_data(wbo.addr + 0xF0000, j, 64, src_sel="DATA") for j in range(300)), [])
+        words += pm4.wait_reg_mem(wbo.addr + 0xF8000 + 4 * k, 1, 1, "EQ", poll_interval=4)
+    return client.submit(client.ib(wbo, words, 0x1000), **kw)
+
+
 def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll():
     """The other side of the rule above: a hostile job on queue 0 passes a poll that holds
     (A) and then polls one that never will (B), while a client keeps queue 1 busy now and
@@ -964,9 +986,7 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_
     bad, busy, behind = Client(), Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), busy.bo(0x10000), behind.bo(0x1000)
     hi = new_ctx(busy, CtxPriority.HIGH)
-    bbo.u32[0x3000 // 4] = 1  # A holds
-    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
-                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    b = _past_a_into_b(bad, bbo)
     n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
     t0, done, failed = kmd.dev.now(), 0, None
     while failed is None and kmd.dev.now() - t0 < 20 * t_out:
@@ -999,14 +1019,8 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     bad, busy = Client(), Client()
     bbo, wbo = bad.bo(0x4000), busy.bo(0x100000)
     hi = new_ctx(busy, CtxPriority.HIGH)
-    words = []
-    for k in range(rounds):
-        words += sum((pm4.dma_data(wbo.addr + 0xF0000, j, 64, src_sel="DATA") for j in range(300)), [])
-        words += pm4.wait_reg_mem(wbo.addr + 0xF8000 + 4 * k, 1, 1, "EQ", poll_interval=4)
-    w = busy.submit(busy.ib(wbo, words, 0x1000), ctx=hi)
-    bbo.u32[0x3000 // 4] = 1  # A holds
-    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
-                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    w = _rounds_of_work_and_a_poll(busy, wbo, rounds, ctx=hi)
+    b = _past_a_into_b(bad, bbo)
     t0, failed = kmd.dev.now(), None
     for k in range(rounds):
         kmd.dev.delay(1_500)
@@ -1375,14 +1389,8 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     bad, behind = Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x100000), behind.bo(0x1000)
     hi = new_ctx(bad, CtxPriority.HIGH)
-    words = []
-    for k in range(rounds):
-        words += sum((pm4.dma_data(wbo.addr + 0xF0000, j, 64, src_sel="DATA") for j in range(300)), [])
-        words += pm4.wait_reg_mem(wbo.addr + 0xF8000 + 4 * k, 1, 1, "EQ", poll_interval=4)
-    w = bad.submit(bad.ib(wbo, words, 0x1000), ctx=hi)
-    bbo.u32[0x3000 // 4] = 1  # A holds
-    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
-                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100))
+    w = _rounds_of_work_and_a_poll(bad, wbo, rounds, ctx=hi)
+    b = _past_a_into_b(bad, bbo)
     n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
     t0, failed = kmd.dev.now(), None
     for k in range(rounds):
@@ -1424,9 +1432,7 @@ def test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_whil
     bad, behind = Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
     hi, nhi = new_ctx(bad, CtxPriority.HIGH), new_ctx(behind, CtxPriority.HIGH)
-    bbo.u32[0x3000 // 4] = 1  # A holds
-    b = bad.submit(bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
-                          + pm4.wait_reg_mem(bbo.addr + 0x3004, 1, 1, "EQ", poll_interval=16), 0x100), ctx=hi)
+    b = _past_a_into_b(bad, bbo, ctx=hi)
     n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100), ctx=nhi)
     words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
     t0, failed, last = kmd.dev.now(), None, []
@@ -1551,13 +1557,7 @@ def test_an_unchecked_job_parked_behind_queue_1_s_jobs_is_not_reset_for_the_time
     first = evil.ib(ebo, pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4) + fill, 0x5000)
     more = evil.ib(ebo, fill, 0x40_000)  # (no poll: one would yield the CP)
     fs = [evil.submit(first, ctx=ehi)] + [evil.submit(more, ctx=ehi) for _ in range(jobs - 1)]
-    kmd.dev.delay(1_000)  # (the victim's job polls; the timer has its first look to come)
-    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
-    ebo.u32[0x3000 // 4] = 1  # the flood starts
-    deadline = kmd.dev.now() + 100_000
-    while kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start < 14 and kmd.dev.now() < deadline:
-        kmd.dev.delay(16)
-    gbo.u32[0x3000 // 4] = 1  # the poll holds from now on
+    _release_the_flood_then_the_poll(kmd, ebo, gbo)
     assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
     assert all(evil.wait(f, 2_000_000, ehi) for f in fs)
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
