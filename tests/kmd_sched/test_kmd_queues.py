@@ -933,6 +933,21 @@ def test_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_
         ParkedPolls(), 40_000, 64) > 3
 
 
+def _reset_at_the_look(kmd, bad, b: int, t0: int):
+    """(the KmdError, cycles since t0) if job `b` was reset by the timer's look just made,
+    else None (the look: a WAIT_CS of timeout 0 services the driver)."""
+    try:
+        bad.wait(b, 0)
+    except uapi.KmdError as e:
+        return e, kmd.dev.now() - t0
+    return None
+
+
+def _the_timers_next_look(kmd, t_out: int) -> int:
+    """The cycle of the job timer's next look at ring 0 (a client can learn its phase)."""
+    return kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+
+
 def _the_flood(evil, ebo, ehi, dst: int, fills: int, fill: int) -> int:
     """A HIGH job that waits on ebo's flag at 0x3000, then fills `fills` times `fill` bytes
     at ebo + `dst` (CP_SYNC above 64 bytes): its seqno."""
@@ -1394,15 +1409,12 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     n = behind.submit(behind.ib(nbo, pm4.write_data(nbo.addr + 0x10, [0x600D]), 0x100))
     t0, failed = kmd.dev.now(), None
     for k in range(rounds):
-        # (the next look: the timer's, as the client can tell its phase)
-        look = kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+        look = _the_timers_next_look(kmd, t_out)
         kmd.dev.delay(max(0, look - 100 - kmd.dev.now()))  # queue 1 polls its flag meanwhile
         wbo.u32[0xF8000 // 4 + k] = 1  # queue 1 runs again from its next poll on
         kmd.dev.delay(max(0, look + 4 - kmd.dev.now()))
-        try:
-            bad.wait(b, 0)  # (the look)
-        except uapi.KmdError as e:
-            failed = e, kmd.dev.now() - t0
+        failed = _reset_at_the_look(kmd, bad, b, t0)
+        if failed:
             break
     assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
     e, when = failed
@@ -1479,19 +1491,15 @@ def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
     words = sum((pm4.dma_data(wbo.addr + 0xC000, k, 64, src_sel="DATA") for k in range(1_000)), [])
     t0, failed, runs = kmd.dev.now(), None, []
     for k in range(rounds):
-        # (the next look: the timer's, as the client can tell its phase)
-        look = kmd.sched.progress_at + (t_out if kmd.sched.progress_mark else max(1, t_out // 8))
+        look = _the_timers_next_look(kmd, t_out)
         kmd.dev.delay(max(0, look - 60 - kmd.dev.now()))  # queue 0 polls, and fails, meanwhile
         runs.append(bad.submit(bad.ib(wbo, words, 0x8000 * (k % 2)), ctx=hi))  # queue 1 runs through the look
         bbo.u32[flag] = 1
         kmd.dev.delay(max(0, look + 4 - kmd.dev.now()))
-        try:
-            bad.wait(b, 0)  # (the look)
-        except uapi.KmdError as e:
-            failed = e, kmd.dev.now() - t0
+        failed = _reset_at_the_look(kmd, bad, b, t0)
+        bbo.u32[flag] = 0
+        if failed:
             break
-        finally:
-            bbo.u32[flag] = 0
     assert failed is not None, f"the hostile job held ring 0 for {kmd.dev.now() - t0} cycles"
     e, when = failed
     assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
