@@ -11,8 +11,7 @@ that can run (CP_QUEUE_PRIORITY), taking turns at equal priority.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from kmd_model import regs
 
@@ -37,6 +36,32 @@ def clean_state(ring_id: int) -> dict:
             "_err_vmid": 0, "_vmid": 0, "_ring_id": ring_id}
 
 
+class _Active:
+    """The swap `CpQueue1.active` makes: the attributes of STATE exchanged with queue 1's
+    saved ones on entry and back on exit (an exception too), and the dwords fetched between
+    counted as queue 1's. A class and the instance's own __dict__ rather than a generator
+    and getattr/setattr: the model runs it at every packet of queue 1 and every poll it
+    makes, and the generator's swap was a quarter of the time of a test of the two queues."""
+
+    __slots__ = ("q", "before")
+
+    def __init__(self, q: "CpQueue1"):
+        self.q = q
+
+    def _swap(self) -> None:
+        d, s = self.q.m.__dict__, self.q.s
+        for a in STATE:
+            d[a], s[a] = s[a], d[a]
+
+    def __enter__(self) -> None:
+        self._swap()
+        self.before = self.q.m._fetched
+
+    def __exit__(self, *exc: object) -> None:
+        self.q.fetched += self.q.m._fetched - self.before
+        self._swap()
+
+
 class CpQueue1:
     def __init__(self, model: "RefModel"):
         self.m = model
@@ -49,23 +74,9 @@ class CpQueue1:
         self.fetched = 0
         self.sync()
 
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        """Queue 1's state in the CP's attributes for the duration."""
-        m, s = self.m, self.s
-        for a in STATE:
-            v = getattr(m, a)
-            setattr(m, a, s[a])
-            s[a] = v
-        before = m._fetched
-        try:
-            yield
-        finally:
-            self.fetched += m._fetched - before
-            for a in STATE:
-                v = getattr(m, a)
-                setattr(m, a, s[a])
-                s[a] = v
+    def active(self) -> "_Active":
+        """Queue 1's state in the CP's attributes for the duration (`with h.active(): ...`)."""
+        return _Active(self)
 
     def sync(self) -> None:
         st, R, s = self.m._store, regs, self.s
