@@ -296,6 +296,7 @@ ICARUS_SECONDS = {
     "contract_engines__check_priority_written_while_both_queues_have_work_and_a_fast_poll": 1.6,
     "contract_driver__check_count_0x3fff_is_the_one_dword_form_of_nop_alone": 8.7,  # (16 K writes: 42 K cycles)
     "contract_engines__check_doorbell_error_of_the_queue_not_running_is_taken_at_once": 3.5,
+    "contract_engines__check_poll_counters_count_each_queue_s_reads": 0.41,  # (one run, loaded)
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

@@ -356,6 +356,7 @@ class CommandProcessor:
         vmid = self._vmid if level else 0
         pa = self._phys_span(vmid, addr, 4, _READ)
         if pa >= 0 and compare(self._mv[pa >> 2] & msk, ref):
+            self._polls += 1  # (its one read: PERF_Q0/Q1_POLLS)
             self._complete(level, n)  # the first poll, at once, holds
             return
         self._wait = _Wait(addr, ref, msk, compare, max(1, _get(p, _WRM_POLL)), self._t, level,
