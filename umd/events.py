@@ -266,7 +266,7 @@ def _flush_for(q: Queue, waiter: Queue, event: "Event") -> None:
     are kept for q's next call (flush, finish, Event.wait, close), this flush's own refusal
     named as the flush wait_event made; the wait_event raises only that its event was
     refused (SubmitError ECANCELED), or a GpuTimeout or DeviceLost (nothing recorded)."""
-    if q.calls != event._call:
+    if q.last_recorded != event._call:  # (not q.calls: a call that raised recorded nothing)
         raise ValueError(f"wait_event: the event's queue ({q!r}) recorded commands after it and has not flushed "
                          "it: flush that queue first (flushed from here, they would be submitted before its own "
                          "flush)")

@@ -214,6 +214,9 @@ class Queue(_Dispatched):
         # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
+        # the number of the last call that recorded a command: a call that raised after taking
+        # its number (its wait for an IB interrupted) recorded nothing (wait_event's check)
+        self.last_recorded = 0
         self.flushes = 0
         # closed with jobs still running (close() gave up waiting; the kernel lets them
         # finish): the queue keeps its fence page, and what they may use stays busy until
@@ -265,6 +268,7 @@ class Queue(_Dispatched):
     def _end_command(self) -> None:
         cb = self.cmdbuf
         cb.command()
+        self.last_recorded = self.calls
         if cb.commands >= self.flush_threshold or (self.flush_dwords and cb.dwords >= self.flush_dwords):
             queue_flush(self)
 
