@@ -17,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 
 from kmd_model.sched.fence import seq_passed
 from kmd_model.log import get_logger
@@ -30,6 +32,7 @@ from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispa
 from .signals import deferred_stops
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf, Label
+from .winsys.ioctl import DRIVER_CLOSED
 
 if TYPE_CHECKING:
     from .events import Event
@@ -415,12 +418,31 @@ class Queue(_Dispatched):
         except KmdError:
             return False  # reset: the kernel will not run it
 
+    def _close_lost(self) -> None:
+        """Close the queue of a Device whose file the driver closed (its unload or reload): its
+        context, page and IBs went with the file, so no ioctl is made and no mapping read (each
+        raised, and close() never got to closing it). Its events answer from a page of zeros
+        (never signalled: wait() says the queue was closed first). Commands it recorded and
+        never submitted are DeviceLost, raised once the queue is closed."""
+        lost = [f"{n} command{'s' * (n != 1)} recorded and never submitted"] if (n := self.cmdbuf.commands) else []
+        if n := sum(not p.done for p in self.pending):
+            lost.append(f"{n} flush{'es' * (n != 1)} the submission thread had not submitted")
+        self.q32 = np.zeros(self.qbo.size // 4, dtype=np.uint32)
+        self.pending.clear()
+        self._set_closed()
+        if self in self.device.queues:
+            self.device.queues.remove(self)
+        if lost:
+            raise DeviceLost(f"close: {self!r}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
+
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; the errors the app was
         not told of (refused submissions: an async queue's, or the flush of what it had
         recorded; failed jobs) are raised after that, together (failed_jobs.pending)."""
         if self.closed:
             return
+        if self.ws.lost():  # the driver closed the file under it: nothing to submit, finish or release
+            return self._close_lost()
         errors = []
         for _ in range(2):  # what is recorded: refused, it is raised after the release, as an async queue's is
             try:

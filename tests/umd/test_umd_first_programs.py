@@ -474,3 +474,41 @@ def test_emit_raw_longer_than_an_ib_names_emit_raw():
     a.finish()
     assert a.calls == 3
     gpu.close()
+
+
+LOST = ("this Device's file was closed by the driver: it was unloaded or reloaded (kmd_model.unbind, "
+        "kmd_model.rebind, or a bind of its device again closes every open file)")
+
+
+@pytest.mark.parametrize("how", ["rebind", "unbind"])
+def test_a_device_whose_driver_was_reloaded(how):
+    """kmd_model.rebind() (as batching.py reloads the driver) or unbind() with a Device still
+    open closes its file: each call then met it its own way, the KMD's KmdError EBADF
+    ("GEM_CREATE: the file is closed"), kmd_model's MappingRevoked, or an alloc from a slab
+    that handed out dead memory; and gpu.close() raised MappingRevoked every time, so the app
+    could never close it (a traceback and a crash report under gpucosim run). Every call is
+    now DeviceLost naming it, and close() closes what is left, raising only what never ran."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.write(buf, 0, 1)
+    ev = q.signal()
+    q.finish()
+    q.write(buf, 4, 2)  # recorded, never submitted
+    getattr(kmd_model, how)()
+    for call, fn in [("alloc", lambda: gpu.alloc(64)), ("queue", gpu.queue), ("memory", gpu.memory),
+                     ("write", lambda: q.write(buf, 0, 1)), ("flush", q.flush), ("finish", q.finish),
+                     ("wait", ev.wait), ("signalled", ev.signalled), ("map", buf.map)]:
+        _raises(umd.DeviceLost, f"{call}: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
+                fn)
+    _raises(umd.DeviceLost, f"close: {q!r}: 1 command recorded and never submitted did not run: {LOST}", gpu.close)
+    assert gpu.closed and q.closed and buf.freed
+    gpu.close()  # (closed: nothing more to say)
+    _raises(ValueError, "write: the queue is closed", q.write, buf, 0, 1)
+    if how == "unbind":
+        kmd_model.bind(RefModel())
+    gpu = umd.open()  # a new Device works
+    with gpu.queue() as q2:
+        q2.write(b := gpu.alloc(64), 0, 5)
+    assert b.u32[0] == 5
+    gpu.close()
