@@ -223,6 +223,27 @@ def test_pools_example_argument_errors(capsys):
     kmd_model.unbind()
 
 
+def test_pools_example_counts_it_cannot_run(capsys):
+    """`pools --allocs 99999999999` (a typo's extra zeros) had no bound and ran for days; a
+    --live window larger than the device's memory ended in alloc's OutOfMemory traceback and
+    a crash report. Both are one line and status 2, the device closed (no leak report)."""
+    from examples import pools
+
+    kmd = kmd_model.bind(RefModel())
+    with pytest.raises(SystemExit) as ei:
+        pools.main(["--allocs", "40000", "--live", "40000"])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert ei.value.code == 2 and re.fullmatch(
+        r"pools: error: --live 40000: that many buffers alive at once do not fit: with the pools on the device's "
+        r"memory ran out with \d+ alive \(alloc: no device memory for .*\); give a smaller --live", err), err
+    assert not kmd.files  # (its device closed)
+    with pytest.raises(SystemExit) as ei:  # (refused before it runs: no device needed)
+        pools.main(["--allocs", "99999999999"])
+    assert ei.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "pools: error: --allocs must be in 1..1000000, not 99999999999"
+    kmd_model.unbind()
+
+
 def fill_gtt_behind_a_held_submission(kmd, gpu, q):
     """GTT full, and a 2 MiB BO the app freed still in use by q's submission, which a job
     holding the CP keeps in flight (so the BO cache cannot hand the BO out); returns the
