@@ -15,7 +15,7 @@ import functools
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -81,8 +81,16 @@ class IbPool:
             q._throttle("new IB")
         if self.free:
             return self.free.pop()
-        buf = q._alloc_or_wait(4 * self.size_dw, "new IB")
-        self.created += 1
+        got: list[Buffer] = []
+
+        def reclaimed() -> Buffer | None:  # (an IB the wait for memory gave back: no new one needed)
+            if self.free:
+                got.append(self.free.pop())
+                return got[0]
+            return None
+
+        buf = q._alloc_or_wait(4 * self.size_dw, "new IB", reclaimed=reclaimed)
+        self.created += not got
         return buf
 
 
@@ -331,11 +339,15 @@ class Queue(_Dispatched):
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 
-    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False) -> Buffer:
+    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False,
+                       reclaimed: Callable[[], Buffer | None] | None = None) -> Buffer:
         """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
         submissions to finish (their IBs and staging buffers come back) and try again.
         `may_flush` (between commands: a transfer's staging buffer, before its packets):
-        first submit what the queue has recorded, whose staging buffers only a flush lets go."""
+        first submit what the queue has recorded, whose staging buffers only a flush lets go.
+        `reclaimed`: what the waits gave back that will do instead (a new IB's: an IB of a
+        submission that finished; the alloc was tried again, and with nothing left in flight
+        the queue said it had no memory, its pool full of free IBs)."""
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
@@ -353,6 +365,8 @@ class Queue(_Dispatched):
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain()
                     self._reclaim()
+                    if reclaimed is not None and (buf := reclaimed()) is not None:
+                        return buf
                     continue
                 if not self.inflight:
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
@@ -365,6 +379,8 @@ class Queue(_Dispatched):
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
                                       f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
+                if reclaimed is not None and (buf := reclaimed()) is not None:
+                    return buf
 
     def _wait_oldest(self, what: str) -> bool:
         """Wait (up to self.timeout) for the oldest submission in flight, for `what`. One

@@ -644,3 +644,38 @@ def test_waste_counts_only_live_buffers():
     st = gpu.memory().pools
     assert (st.waste_bytes, st.waste_peak_bytes) == (w0, w0 + grown)
     gpu.close()
+
+
+def test_a_new_ib_takes_one_its_wait_for_memory_gave_back(monkeypatch):
+    """A queue that reclaims no IBs while its jobs wait (behind a WAIT_REG_MEM here; on an
+    async queue, while its flushes are still queued for the submission thread) fills GTT
+    with IBs. The new IB's wait for memory then reclaimed every finished submission's IBs
+    into the queue's pool, tried to allocate once more, and with nothing left in flight
+    raised OutOfMemory ("new IB: no memory ... with nothing of its own in flight"), its
+    pool full of free IBs: `examples/async_submit.py --submits 10000 --writes 64`, within
+    its documented range, ended so in a traceback on the model. It takes one of them."""
+    # (no shadow copies, and room for every job: a CS held back for either waits on the GPU)
+    kmd = kmd_model.bind(RefModel(), cs_check=False, sched_jobs=1024, hw_submission_limit=1024, ring_log2_dw=16)
+    gpu = umd.open()
+    gate, buf = gpu.alloc(64), gpu.alloc(64)
+    q = gpu.queue(ib_size_dw=1 << 14, max_inflight=1000, flush_threshold=1_000_000)  # 64 KiB IBs
+    q.wait_mem(gate, 0, 1)  # every later job waits behind this one
+    q.flush()
+    from kmd_model.uapi import Domain
+
+    opened: list = []
+    wait, g, gtt = kmd.dev.wait_irq, gate.u32, kmd.bo.heaps[Domain.GTT]
+
+    def wait_irq(cycles):  # the wait for memory (GTT too full for an IB) lets the gate go
+        if cycles > 0 and not opened and gtt.largest_free < 0x10000:
+            opened.append(True)
+            g[0] = 1
+        return wait(cycles)
+
+    monkeypatch.setattr(kmd.dev, "wait_irq", wait_irq)
+    for i in range(400):  # 25 MiB of IBs, more than GTT holds
+        q.write(buf, 0, i)
+        q.flush()
+    q.finish()
+    assert opened and buf.u32[0] == 399 and q.pool.created < 400
+    gpu.close()
