@@ -577,7 +577,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CAPS_TLB_LOG2_GET(v)         (((v) & GPUCOSIM_VM_CAPS_TLB_LOG2_MASK) >> GPUCOSIM_VM_CAPS_TLB_LOG2_SHIFT)
 #define GPUCOSIM_VM_CAPS_TLB_LOG2_SET(x)         (((uint32_t)(x) << GPUCOSIM_VM_CAPS_TLB_LOG2_SHIFT) & GPUCOSIM_VM_CAPS_TLB_LOG2_MASK)
 
-/* VM_INVALIDATE_REQ: TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it */
+/* VM_INVALIDATE_REQ: TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it. Written in part, it keeps the bytes the write leaves out from its last write (as a doorbell), and only a write that names a byte of PER_VMID makes a request: ALL_ADDR's byte written alone requests nothing and sets ALL_ADDR for the next one */
 #define GPUCOSIM_VM_INVALIDATE_REQ               0x204u
 #define GPUCOSIM_VM_INVALIDATE_REQ_RESET         0x00000000u
 #define GPUCOSIM_VM_INVALIDATE_REQ_PER_VMID_SHIFT 0  /* [15:0] W */

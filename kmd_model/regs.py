@@ -444,7 +444,7 @@ class VM_CAPS(Register):
 
 
 class VM_INVALIDATE_REQ(Register):
-    """TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it."""
+    """TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it. Written in part, it keeps the bytes the write leaves out from its last write (as a doorbell), and only a write that names a byte of PER_VMID makes a request: ALL_ADDR's byte written alone requests nothing and sets ALL_ADDR for the next one."""
     NAME = "VM_INVALIDATE_REQ"
     ADDR = 0x204
     RESET = 0x00000000

@@ -17,6 +17,7 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
            "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",
            "model.test_contract_vm", "model.test_contract_control", "model.test_contract_bare_metal",
+           "model.test_contract_csr",
            "kmd.test_kmd_uapi_contract",
            "kmd.test_kmd_uapi_contract_cs")
 
@@ -296,6 +297,11 @@ ICARUS_SECONDS = {
     "contract_engines__check_priority_written_while_both_queues_have_work_and_a_fast_poll": 1.6,
     "contract_driver__check_count_0x3fff_is_the_one_dword_form_of_nop_alone": 8.7,  # (16 K writes: 42 K cycles)
     "contract_engines__check_doorbell_error_of_the_queue_not_running_is_taken_at_once": 3.5,
+    # (driver-writer-6: one Icarus session each, 64-bit bus, 6 December 2026, load average 5-6)
+    "contract_csr__check_every_offset_answers_as_registers_md_lists": 0.91,
+    "contract_csr__check_bits_no_field_names_read_0": 0.40,
+    "contract_csr__check_byte_writes_of_every_register_kind": 0.11,
+    "contract_driver__check_slverr_and_decerr_inside_memory_for_every_access": 0.34,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

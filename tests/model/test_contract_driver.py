@@ -5,7 +5,7 @@ positions, reset values, IH entry dwords, error codes and what they latch, wrap 
 "ignored while ...". This module: the CP's ring, packets, IH ring and DMA engine;
 tests/model/test_contract_engines.py: the SDMA and the second CP queue;
 tests/model/test_contract_vm.py: the MMU; tests/model/test_contract_control.py: resets,
-halts, ENABLE, counters.
+halts, ENABLE, counters; tests/model/test_contract_csr.py: the CSR block over AXI4-Lite.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -809,6 +809,61 @@ def check_count_0x3fff_is_the_one_dword_form_of_nop_alone(dev):
         expect_error(ring, ih, "BAD_COUNT", "IB1", P[name].opcode, IB1, 0)
 
 
+def check_slverr_and_decerr_inside_memory_for_every_access(dev):
+    """A memory that answers SLVERR (the testbench memory's error window, inside memory, 4 KiB
+    at ERR) gives BUS_SLVERR, not BUS_DECERR, with what each access's error latches: a
+    WRITE_DATA running into it has written every dword before it (ADDR its first byte); a
+    WAIT_REG_MEM poll, a RELEASE_MEM's write, an IB header fetched there (OPCODE 0, LEVEL
+    IB1, OFFSET the header's), while an IB that ends right before it runs clean (nothing
+    after IB_SIZE is read); a DMA_DATA read needing it mid-transfer (ADDR the first byte
+    needed in the faulting beat) and a write starting in it (the burst's first byte); the
+    rptr write-back; the SDMA's FENCE and COPY_LINEAR. The same window answering DECERR gives
+    BUS_DECERR: the code is the memory's answer, not where the address lies."""
+    from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    err = 0x70000
+    dev.mem_model.configure(error_window=(err, err + 0x1000, "SLVERR"))
+    try:
+        g.w32(err - 8, [0xAA, 0xBB])
+        ring.submit(write_data(err - 8, [1, 2, 3, 4]))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["WRITE_DATA"].opcode, err, 0)
+        assert g.r32(err - 8, 2) == [1, 2], "the dwords before the failing one are written"
+        ring.submit(pm4("NOP", [0]), wait_mem(err + 0x40, 0, 0, "ALWAYS"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["WAIT_REG_MEM"].opcode, err + 0x40, 2)
+        ring.submit(release_mem(err + 0x10, 5, INT_SEL="SEND_INT"))
+        entries = expect_error(ring, ih, "BUS_SLVERR", "RING", P["RELEASE_MEM"].opcode, err + 0x10, 0)
+        assert len(entries) == 1, "no EOP entry for a fence whose write failed"
+        g.w32(err - 8, pm4("NOP", [0]))
+        ring.run(ib(err - 8, 2))
+        assert g.fields("STATUS")["ERROR"] == 0, "an IB ending right before the window reads nothing of it"
+        ring.submit(ib(err - 8, 4))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", 0, err, 2)
+        ring.submit(dma_data(OUT, err - 0x13, 0x40))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err, 0)
+        ring.submit(dma_data(OUT, err + 0x105, 0x40))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err + 0x105, 0)
+        ring.submit(dma_data(err + 0x203, 0, 0x40, SRC_SEL="DATA"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err + 0x203, 0)
+        ring.set_rptr_wb(err + 0x20)
+        ring.submit(pm4("NOP", [0]), write_data(OUT, [0x31]))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["NOP"].opcode, err + 0x20, 0)
+        ring.set_rptr_wb(RPTR_WB)
+        s = SdmaRing(g, SRING, 6)
+        s.submit(sdma("FENCE", **lo_hi("ADDR", err + 0x30, 2), DATA=7))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["FENCE"].opcode, err + 0x30, 0)
+        s.submit(sdma("COPY_LINEAR", COUNT=0x1F, **lo_hi("SRC_ADDR", err + 0x300), **lo_hi("DST_ADDR", OUT)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["COPY_LINEAR"].opcode, err + 0x300, 0)
+        dev.mem_model.configure(error_window=(err, err + 0x1000, "DECERR"))
+        ring.submit(write_data(err + 0x44, [9]))
+        expect_error(ring, ih, "BUS_DECERR", "RING", P["WRITE_DATA"].opcode, err + 0x44, 0)
+        ring.run(write_data(OUT, [0x77]))
+        assert g.r32(OUT) == 0x77 and g.fields("STATUS")["ERROR"] == 0
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -816,7 +871,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
-          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone]
+          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
+          check_slverr_and_decerr_inside_memory_for_every_access]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
