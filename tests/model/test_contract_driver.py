@@ -818,7 +818,8 @@ def check_slverr_and_decerr_inside_memory_for_every_access(dev):
     after IB_SIZE is read); a DMA_DATA read needing it mid-transfer (ADDR the first byte
     needed in the faulting beat) and a write starting in it (the burst's first byte); the
     rptr write-back; the SDMA's FENCE and COPY_LINEAR. The same window answering DECERR gives
-    BUS_DECERR: the code is the memory's answer, not where the address lies."""
+    BUS_DECERR: the code is the memory's answer, not where the address lies. PERF_PACKETS
+    counts every packet that started, its access failing or not, and nothing past its kinds."""
     from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
 
     g, ring, ih = bring_up(dev)
@@ -860,6 +861,50 @@ def check_slverr_and_decerr_inside_memory_for_every_access(dev):
         expect_error(ring, ih, "BUS_DECERR", "RING", P["WRITE_DATA"].opcode, err + 0x44, 0)
         ring.run(write_data(OUT, [0x77]))
         assert g.r32(OUT) == 0x77 and g.fields("STATUS")["ERROR"] == 0
+        # PERF_PACKETS counts a packet that passed its checks and started, whether its access
+        # then failed or not (not the WRITE_DATA behind the failing write-back: never started);
+        # its indices past the last kind count nothing.
+        want = {"NOP": 4, "WRITE_DATA": 3, "INDIRECT_BUFFER": 2, "WAIT_REG_MEM": 1, "RELEASE_MEM": 1, "DMA_DATA": 3}
+        counted = [g.read("PERF_PACKETS", i) for i in range(g.regs["PERF_PACKETS"].count)]
+        assert counted == [want.get(k, 0) for k in sorted(P, key=lambda k: P[k].index)] + \
+            [0] * (len(counted) - len(P)), f"PERF_PACKETS {counted}, expected {want}"
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
+def check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width(dev):
+    """A DMA_DATA error in the middle of a transfer, where the memory answers SLVERR for 64
+    bytes that lie inside a burst (not at its start): a write names the first byte of the
+    faulting burst, bursts being split at 16-beat boundaries (16 · 2^CAPS.BUS_BYTES_LOG2
+    bytes, below 4 KiB), so that byte moves with the bus width (the transfer's first byte when
+    its first burst faults); a read names the first byte it needed in the faulting beat; the
+    SDMA's CONSTANT_FILL and COPY_LINEAR report as DMA_DATA does; a transfer queued before
+    the failing one is complete."""
+    from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    burst = 16 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    w = 0x70000
+    bad = w + 0x140  # 64-byte aligned: whole beats at every width up to 512 bits
+    first_of_burst = lambda dst: max(dst, bad // burst * burst)  # noqa: E731
+    dev.mem_model.configure(error_window=(bad, bad + 0x40, "SLVERR"))
+    try:
+        g.w32(0x100000, list(range(1, 0x101)))
+        ring.submit(dma_data(OUT, 0x100000, 0x400), dma_data(w + 3, 0x1234_5678, 0x400, SRC_SEL="DATA"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, first_of_burst(w + 3), 7)
+        assert g.r32(OUT, 0x100) == list(range(1, 0x101)), "the transfer before the failing one is complete"
+        for dst in (w + 0x105, w + 0x13F, w + 0x140, w + 0x15D):
+            ring.submit(dma_data(dst, 0x100000, 0x200, CP_SYNC=1))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, first_of_burst(dst), 0)
+        for src, at in ((w + 0x101, bad), (w + 0x13F, bad), (w + 0x147, w + 0x147)):
+            ring.submit(dma_data(OUT + 0x1000, src, 0x200, CP_SYNC=1))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, at, 0)
+        s = SdmaRing(g, SRING, 6)
+        s.submit(sdma("CONSTANT_FILL", SRC_DATA=7, COUNT=0x3FF, **lo_hi("DST_ADDR", w + 0x21)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["CONSTANT_FILL"].opcode, first_of_burst(w + 0x21), 0)
+        s.submit(sdma("COPY_LINEAR", COUNT=0x1FF, **lo_hi("SRC_ADDR", w + 0x11), **lo_hi("DST_ADDR", OUT + 0x2000)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["COPY_LINEAR"].opcode, bad, 0)
     finally:
         dev.mem_model.configure(error_window=None)
 
@@ -872,7 +917,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
           check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
-          check_slverr_and_decerr_inside_memory_for_every_access]
+          check_slverr_and_decerr_inside_memory_for_every_access,
+          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
