@@ -47,9 +47,9 @@ def _snapshot(g: Gpu) -> dict:
 def check_every_offset_answers_as_registers_md_lists(dev):
     """Every dword offset of the register space: a listed register reads OKAY, any other
     offset answers DECERR to a read, to a whole write and to a one-byte write (each at a
-    quarter of them), and such writes of all ones change no register; offsets above the first 4 KiB, up to the aperture's top,
-    are no aliases of the registers (a register's offset + 4 KiB·k answers DECERR, and a
-    write there leaves the register)."""
+    quarter of them), and such writes of all ones change no register; offsets above the
+    first 4 KiB, up to the aperture's top, are no aliases of the registers (a register's
+    offset + 4 KiB·k answers DECERR, and a write there leaves the register)."""
     g = Gpu(dev)
     listed = _listed()
     assert len(listed) >= 140 and max(listed) < 0x1000
@@ -102,9 +102,10 @@ ALL_ONES = ("CONTROL", "INT_ENABLE", "IH_BASE_HI", "IH_SIZE", "IH_WPTR_ADDR_HI",
 def check_bits_no_field_names_read_0(dev):
     """Every register with bits no field names: those bits read 0 after reset, after a write
     of ones to them alone (which changes no field: no pulse, no clear, no request takes
-    effect: the fields written as they read) and after a write of ones to every bit (the fields take their ones, the other
-    bits stay 0), and in the registers the hardware drives after an error whose values fill
-    their fields (CP_ERROR with opcode 0xFF, CP_ERROR_ADDR_HI 0xFFFF)."""
+    effect: the fields written as they read) and after a write of ones to every bit (the
+    fields take their ones, the other bits stay 0), and in the registers the hardware
+    drives after an error whose values fill their fields (CP_ERROR with opcode 0xFF,
+    CP_ERROR_ADDR_HI 0xFFFF)."""
     g = Gpu(dev)
     regs = registers()
     spare = {n: (~_named(n)) & 0xFFFF_FFFF for n in regs if _named(n) != 0xFFFF_FFFF}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, SdmaRing,
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, Ring, SdmaRing,
                                          bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem,
                                          sdma, wait_mem, write_data)
 
@@ -909,6 +909,28 @@ def check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width(dev):
         dev.mem_model.configure(error_window=None)
 
 
+def check_the_smallest_ring_of_two_dwords(dev):
+    """RB_SIZE.LOG2_QWORDS 0: a ring of 2 dwords, its dword i at base + 4·(i mod 2) (nothing
+    after it is ever fetched), a packet of 2 dwords fills it, one crossing its end runs, the
+    rptr write-back follows; a doorbell more than 2 dwords ahead of rptr is DOORBELL_OVERFLOW,
+    OFFSET rptr mod 2."""
+    g, _, ih = bring_up(dev)
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.w32(RING, [0xC000FF00] * 8)  # an ILLEGAL_OPCODE after the ring's two dwords
+    ring = Ring(g, RING, 1, RPTR_WB)
+    assert g.fields("RB_SIZE") == {"LOG2_QWORDS": 0}
+    ring.run(pm4("NOP", [0x1234]))
+    ring.run([0xFFFF1000], [0x8000_0000])
+    ring.run([0xFFFF1000])
+    ring.run(pm4("NOP", [0x5678]))  # dwords 5 and 6: at offsets 4 and 0
+    st = g.fields("STATUS")
+    assert (st["ERROR"], g.read("RB_RPTR"), g.r32(RPTR_WB)) == (0, 7, 7), (st, g.read("RB_RPTR"))
+    assert g.read("PERF_PACKETS", pm4_packets()["NOP"].index) == 5 and g.read("PERF_DWORDS_FETCHED") == 7
+    assert g.r32(RING + 8, 6) == [0xC000FF00] * 6
+    ring.doorbell(10)
+    expect_error(ring, ih, "DOORBELL_OVERFLOW", "RING", 0, 10, 1)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -918,7 +940,7 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
           check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
           check_slverr_and_decerr_inside_memory_for_every_access,
-          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width]
+          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
