@@ -275,8 +275,47 @@ def check_byte_writes_of_every_register_kind(dev):
     ack(0x8002)
 
 
+def check_irq_is_int_status_and_int_enable_bit_by_bit(dev):
+    """irq = OR(INT_STATUS & INT_ENABLE), bit by bit: each event bit raised alone (INT_FORCE)
+    drives the line through its own enable bit and through no other; IH_PENDING does through
+    its enable while an entry is pending and stops when IH_RPTR reaches IH_WPTR; every enable
+    set with nothing pending leaves the line low."""
+    g, ring, ih = bring_up(dev)
+    events = ("EOP", "CP_ERROR", "IH_OVERFLOW")
+    enables = list(g.regs["INT_ENABLE"].fields)
+    assert sorted(enables) == sorted(events + ("IH_PENDING",))
+    all_events = g.value("INT_STATUS", **dict.fromkeys(events, 1))
+    bad = []
+    for f in events:
+        g.write("INT_STATUS", all_events)
+        g.set("INT_FORCE", **{f: 1})
+        for e in enables:
+            g.set("INT_ENABLE", **{e: 1})
+            if dev.irq_level() != (e == f):
+                bad.append(f"INT_STATUS.{f} with INT_ENABLE.{e} alone: irq {dev.irq_level()}")
+        g.write("INT_ENABLE", 0)
+    g.write("INT_STATUS", all_events)
+    g.write("INT_ENABLE", 0xF)
+    if dev.irq_level():
+        bad.append("every enable set, nothing pending: irq high")
+    g.write("INT_ENABLE", 0)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT"))
+    g.until(lambda: g.fields("INT_STATUS")["IH_PENDING"], "the EOP entry")
+    g.write("INT_STATUS", all_events)  # EOP cleared: IH_PENDING alone
+    for e in enables:
+        g.set("INT_ENABLE", **{e: 1})
+        if dev.irq_level() != (e == "IH_PENDING"):
+            bad.append(f"IH_PENDING with INT_ENABLE.{e} alone: irq {dev.irq_level()}")
+    g.set("INT_ENABLE", IH_PENDING=1)
+    ih.pop()  # IH_RPTR = IH_WPTR
+    if dev.irq_level() or g.fields("INT_STATUS")["IH_PENDING"]:
+        bad.append("IH_RPTR = IH_WPTR: IH_PENDING or the line still high")
+    g.write("INT_ENABLE", 0)
+    assert not bad, "\n".join(bad)
+
+
 CHECKS = [check_every_offset_answers_as_registers_md_lists, check_bits_no_field_names_read_0,
-          check_byte_writes_of_every_register_kind]
+          check_byte_writes_of_every_register_kind, check_irq_is_int_status_and_int_enable_bit_by_bit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -931,6 +931,34 @@ def check_the_smallest_ring_of_two_dwords(dev):
     expect_error(ring, ih, "DOORBELL_OVERFLOW", "RING", 0, 10, 1)
 
 
+def check_fetch_errors_only_where_the_parser_needs_a_dword(dev):
+    """A fetch error is reported when the parser reaches the faulting dword: dwords of an IB
+    that are fetched (inside IB_SIZE) but never needed do not fault, in memory answering
+    SLVERR right after a CHAIN or after a packet that fails its own checks (ILLEGAL_OPCODE,
+    not a bus error); a payload dword there faults at that dword with the packet's OPCODE;
+    a NOP's payload there faults too (the CP reads the dwords it skips)."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    w = 0x70000
+    dev.mem_model.configure(error_window=(w, w + 0x1000, "SLVERR"))
+    try:
+        g.w32(IB1B, write_data(OUT, [0x61]))
+        g.w32(w - 16, ib(IB1B, 5, CHAIN=1))
+        ring.run(ib(w - 16, 12))
+        assert g.fields("STATUS")["ERROR"] == 0 and g.r32(OUT) == 0x61, "dwords after a CHAIN are not needed"
+        g.w32(w - 8, [0xC000FF00, 0])
+        ring.submit(ib(w - 8, 10))
+        expect_error(ring, ih, "ILLEGAL_OPCODE", "IB1", 0xFF, w - 8, 0)
+        g.w32(w - 8, write_data(OUT, [1])[:2])
+        ring.submit(ib(w - 8, 5))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["WRITE_DATA"].opcode, w, 0)
+        g.w32(w - 8, [0xFFFF1000, pm4("NOP", [0] * 4)[0]])
+        ring.submit(ib(w - 8, 6))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["NOP"].opcode, w, 1)
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -940,7 +968,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
           check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
           check_slverr_and_decerr_inside_memory_for_every_access,
-          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords]
+          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
+          check_fetch_errors_only_where_the_parser_needs_a_dword]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
