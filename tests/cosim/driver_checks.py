@@ -308,7 +308,8 @@ ICARUS_SECONDS = {
     "contract_control__check_error_address_and_offset_clear_with_the_error": 0.39,
     "contract_driver__check_the_smallest_ring_of_two_dwords": 0.24,  # (0.11, 0.38)
     "contract_control__check_tlb_and_dma_busy_counters": 0.34,
-    "contract_driver__check_fetch_errors_only_where_the_parser_needs_a_dword": 0.26,
+    "contract_driver__check_fetch_errors_only_where_the_parser_needs_a_dword": 0.26,  # (0.19 with the SDMA's, 0.26)
+    "contract_control__check_timestamp_runs_on_through_perf_clear_and_soft_reset": 0.08,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

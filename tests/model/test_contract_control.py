@@ -1175,6 +1175,33 @@ def check_tlb_and_dma_busy_counters(dev):
     assert tlb() == (0, 0, 0) and g.read("PERF_DMA_BUSY_CYCLES") == 0
 
 
+def check_timestamp_runs_on_through_perf_clear_and_soft_reset(dev):
+    """TIMESTAMP is the GPU clock, not a performance counter: CONTROL.PERF_CLEAR (which
+    clears every PERF_* counter) and CONTROL.SOFT_RESET leave it running, so a driver's
+    timestamps (RELEASE_MEM's, the IH entries') stay monotonic across both."""
+    g = Gpu(dev)
+
+    def clock():
+        while True:
+            hi = g.read("TIMESTAMP_HI")
+            lo = g.read("TIMESTAMP_LO")
+            if g.read("TIMESTAMP_HI") == hi:
+                return hi << 32 | lo
+
+    g.dev.delay(100)
+    t0 = clock()
+    assert t0 >= 100, t0
+    g.set("CONTROL", PERF_CLEAR=1)
+    t1 = clock()
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    t2 = clock()
+    g.dev.delay(10)
+    t3 = clock()
+    assert t0 <= t1 <= t2 and t3 - t2 >= 10, (t0, t1, t2, t3)
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1190,7 +1217,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_sdma_entry_waits_for_the_cp_packet_in_hand,
           check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
           check_ih_ring_moved_and_resized_keeps_its_pointers,
-          check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters]
+          check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
+          check_timestamp_runs_on_through_perf_clear_and_soft_reset]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -936,7 +936,11 @@ def check_fetch_errors_only_where_the_parser_needs_a_dword(dev):
     that are fetched (inside IB_SIZE) but never needed do not fault, in memory answering
     SLVERR right after a CHAIN or after a packet that fails its own checks (ILLEGAL_OPCODE,
     not a bus error); a payload dword there faults at that dword with the packet's OPCODE;
-    a NOP's payload there faults too (the CP reads the dwords it skips)."""
+    a NOP's payload there faults too (the CP reads the dwords it skips); the SDMA's too, in
+    an IB: its burst NOP's payload faults, an unknown packet before the window is
+    ILLEGAL_OPCODE, a FENCE's address dword there a bus error of the FENCE."""
+    from tests.model.contract_driver import sdma_packets
+
     g, ring, ih = bring_up(dev)
     P = pm4_packets()
     w = 0x70000
@@ -955,6 +959,24 @@ def check_fetch_errors_only_where_the_parser_needs_a_dword(dev):
         g.w32(w - 8, [0xFFFF1000, pm4("NOP", [0] * 4)[0]])
         ring.submit(ib(w - 8, 6))
         expect_error(ring, ih, "BUS_SLVERR", "IB1", P["NOP"].opcode, w, 1)
+        # The SDMA alike, in an IB (32-byte aligned) whose dword 7 is the last before the window.
+        s = SdmaRing(g, SRING, 6)
+        S = sdma_packets()
+        for last, code, op, at in ((sdma("NOP", [])[0] | 4 << 16, "BUS_SLVERR", S["NOP"].opcode, w),
+                                   (0x0000_FFFF, "ILLEGAL_OPCODE", 0xFF, w - 4),
+                                   (sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2))[0], "BUS_SLVERR", S["FENCE"].opcode,
+                                    w)):
+            g.w32(w - 32, [0] * 7 + [last])
+            s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", w - 32, 5), IB_SIZE=16))
+            st = g.idle("SDMA_STATUS")
+            err = g.fields("SDMA_ERROR")
+            got = (st["ERROR"], err["CODE"], err["OP"], err["LEVEL"], g.read("SDMA_ERROR_ADDR_LO"),
+                   g.read("SDMA_ERROR_OFFSET"))
+            assert got == (1, g.err[code], op, g.level["IB1"], at, 7), f"SDMA {code}: {got}"
+            g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+            g.set("SDMA_CNTL", QUEUE_RESET=1)
+            g.idle("SDMA_STATUS")
+            s.wptr = 0
     finally:
         dev.mem_model.configure(error_window=None)
 
