@@ -981,6 +981,32 @@ def check_fetch_errors_only_where_the_parser_needs_a_dword(dev):
         dev.mem_model.configure(error_window=None)
 
 
+def check_write_data_error_inside_a_block(dev):
+    """A WRITE_DATA writes its data in blocks, the 32-byte-aligned pieces of it (8 dwords at
+    most, in order); when memory refuses a dword in the middle of a block (an SLVERR window
+    from byte 8 of a block), ADDR is the first byte the packet writes in that block, every
+    dword before ADDR is written and none of the window's; a packet that ends before the
+    window runs clean."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    w = 0x70000
+    dev.mem_model.configure(error_window=(w + 0x148, w + 0x188, "SLVERR"))
+    try:
+        for start, at in ((0x100, 0x140), (0x104, 0x140), (0x13C, 0x140), (0x144, 0x144), (0xC4, None)):
+            g.w32(w + 0xC0, [0] * 0x80)
+            ring.submit(write_data(w + start, list(range(1, 33))))
+            if at is None:
+                assert g.idle()["ERROR"] == 0 and g.r32(w + start, 32) == list(range(1, 33)), hex(start)
+                continue
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["WRITE_DATA"].opcode, w + at, 0)
+            got = g.r32(w + start, 32)
+            n = (at - start) // 4
+            assert got[:n] == list(range(1, n + 1)), f"from {start:#x}: not every dword before ADDR: {got}"
+            assert not any(got[(0x148 - start) // 4:]), f"from {start:#x}: a dword of the window written: {got}"
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -991,7 +1017,7 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
           check_slverr_and_decerr_inside_memory_for_every_access,
           check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
-          check_fetch_errors_only_where_the_parser_needs_a_dword]
+          check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
