@@ -312,6 +312,7 @@ ICARUS_SECONDS = {
     "contract_control__check_timestamp_runs_on_through_perf_clear_and_soft_reset": 0.08,
     "contract_vm__check_vm_walks_and_leaves_in_memory_answering_slverr": 0.25,
     "contract_driver__check_write_data_error_inside_a_block": 0.77,
+    "contract_driver__check_ih_entry_write_refused_in_its_middle": 0.06,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, Ring, SdmaRing,
-                                         bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem,
-                                         sdma, wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, IhRing, Ring,
+                                         SdmaRing, bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets,
+                                         release_mem, sdma, wait_mem, write_data)
 
 
 # ---------------------------------------------------------------------------- ring, doorbell, write-back
@@ -1007,6 +1007,45 @@ def check_write_data_error_inside_a_block(dev):
         dev.mem_model.configure(error_window=None)
 
 
+def check_ih_entry_write_refused_in_its_middle(dev):
+    """An IH entry is one 32-byte write: memory refusing a dword in its middle (an SLVERR
+    window from byte 8 of the third entry) fails the entry as a whole, a bus error of the
+    packet that raised it at the entry's first byte (OPCODE RELEASE_MEM), IH_WPTR left at
+    that entry and INT_STATUS.CP_ERROR the only sign; the two entries before it are in; an
+    SDMA TRAP's entry failing so is the SDMA's BUS_SLVERR at the same address."""
+    from tests.model.contract_driver import SRING, SdmaRing, sdma_packets
+
+    g, ring, _ = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    w = 0x70000
+    g.set("IH_CNTL", ENABLE=0)  # (the base is written while the ring is disabled)
+    ih = IhRing(g, w, 6, IH_WB)  # 8 entries at w
+    g.w32(IH_WB, [0])
+    dev.mem_model.configure(error_window=(w + 0x48, w + 0x50, "SLVERR"))
+    try:
+        ring.submit(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1),
+                    release_mem(OUT, 2, INT_SEL="SEND_INT", INT_CTXID=2),
+                    release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+        st = g.idle()
+        err, addr, off = ring.error_regs()
+        assert (st["ERROR"], err["CODE"], err["OPCODE"], addr, off) == \
+            (1, g.err["BUS_SLVERR"], P["RELEASE_MEM"].opcode, w + 0x40, 16), (st, err, hex(addr), off)
+        assert (g.read("IH_WPTR"), g.r32(IH_WB), g.field("INT_STATUS", "CP_ERROR")) == (64, 64, 1)
+        assert [e["DATA0"] for e in ih.pop()] == [1, 2]
+        g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1))
+        g.set("CP_QUEUE_RESET", Q0=1)
+        g.idle()
+        s = SdmaRing(g, SRING, 6)
+        g.set("SDMA_CNTL", TRAP_ENABLE=1)
+        s.submit(sdma("TRAP", INT_CONTEXT=4))
+        st = g.idle("SDMA_STATUS")
+        e = g.fields("SDMA_ERROR")
+        got = (st["ERROR"], e["CODE"], e["OP"], g.read("SDMA_ERROR_ADDR_LO"), g.read("IH_WPTR"))
+        assert got == (1, g.err["BUS_SLVERR"], S["TRAP"].opcode, w + 0x40, 64), got
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1017,7 +1056,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
           check_slverr_and_decerr_inside_memory_for_every_access,
           check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
-          check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block]
+          check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
+          check_ih_entry_write_refused_in_its_middle]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
