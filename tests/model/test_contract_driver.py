@@ -986,7 +986,8 @@ def check_write_data_error_inside_a_block(dev):
     most, in order); when memory refuses a dword in the middle of a block (an SLVERR window
     from byte 8 of a block), ADDR is the first byte the packet writes in that block, every
     dword before ADDR is written and none of the window's; a packet that ends before the
-    window runs clean."""
+    window runs clean. On a 32-bit bus, a RELEASE_MEM's 64-bit data whose high dword is
+    refused names the fence's address."""
     g, ring, ih = bring_up(dev)
     P = pm4_packets()
     w = 0x70000
@@ -1003,6 +1004,13 @@ def check_write_data_error_inside_a_block(dev):
             n = (at - start) // 4
             assert got[:n] == list(range(1, n + 1)), f"from {start:#x}: not every dword before ADDR: {got}"
             assert not any(got[(0x148 - start) // 4:]), f"from {start:#x}: a dword of the window written: {got}"
+        if g.fields("CAPS")["BUS_BYTES_LOG2"] == 2:  # (a wider beat holds both dwords: the
+            # testbench memory refuses whole beats whose address is in the window)
+            # RELEASE_MEM's 64-bit data is one block too: its high dword refused, ADDR is the fence's.
+            dev.mem_model.configure(error_window=(w + 0x24C, w + 0x250, "SLVERR"))
+            at = ring.wptr
+            ring.submit(release_mem(w + 0x248, 0x1111_2222_3333_4444, DATA_SEL="DATA_64"))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["RELEASE_MEM"].opcode, w + 0x248, at)
     finally:
         dev.mem_model.configure(error_window=None)
 
