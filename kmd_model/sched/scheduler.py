@@ -347,8 +347,9 @@ class Scheduler:
             if vmid is None:
                 # every VMID is busy: the job waits for one (amdgpu_vmid_grab's fence, a
                 # dependency of the job: its entity is not ready, the others are), keeping its
-                # entity's turn; a resubmitted job keeps the ring order, so nothing passes it
-                if resubmitted is not None:
+                # entity's turn; a resubmitted job keeps the ring order, so nothing passes it,
+                # nor anything while the MMU acknowledges no flush (each grab would wait for it)
+                if resubmitted is not None or self.kmd.vmids.stuck_since is not None:
                     break
                 no_vmid.add(e)
                 continue
