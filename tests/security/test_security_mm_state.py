@@ -267,6 +267,8 @@ class MmMachine(RuleBasedStateMachine):
         rf.stale.append(h)
         bo.closed = True
         if not bo.held:  # its mappings go now; else they stay for the held job (zombies)
+            if any(m.bo is bo for m in rf.maps):
+                self._unmapped_under_hold(rf, [bo])
             rf.maps = [m for m in rf.maps if m.bo is not bo]
         for view, b in rf.views:
             if b is bo:
@@ -417,12 +419,25 @@ class MmMachine(RuleBasedStateMachine):
             return
         bo = rf.bos.get(h)
         if op == VaOp.UNMAP:
+            self._unmapped_under_hold(rf, [bo])
             rf.maps = [m for m in rf.maps if not (m.va == va and m.bo is bo)]
         if op in (VaOp.CLEAR, VaOp.REPLACE):
+            self._unmapped_under_hold(rf, [m.bo for m in rf.maps if m.va < va + size and va < m.end])
             self._clear(rf, va, size)
         if op in (VaOp.MAP, VaOp.REPLACE):
             rf.maps = sorted(rf.maps + [RMap(va, size, bo, offset, flags)], key=lambda m: m.va)
             rf.regions.update(range(va // SPAN, (va + size - 1) // SPAN + 1))
+
+    def _unmapped_under_hold(self, rf: RFile, bos: list) -> None:
+        """Mappings of `bos` went from `rf`'s VM while its held job is in a ring: the job holds
+        them until it ends (a write it translated before the TLB flush may still land:
+        Kmd.hold_for_jobs_in_rings), GEM_WAIT_IDLE says busy."""
+        if self.hold is None or self.hold[0] is not rf:
+            return
+        for b in bos:
+            if not b.held:
+                b.held = True
+                self.hold[4].append(b)
 
     # ------------------------------------------------------------------ jobs
 
