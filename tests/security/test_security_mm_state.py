@@ -19,7 +19,8 @@ which BOs the held job keeps alive. After every step:
 - every live BO holds exactly what the reference says (so no file read or wrote another's
   BO through any mapping, handle or job), and no two allocated BOs share memory;
 - a BO the held job may still reach is still allocated (busy), and GEM_WAIT_IDLE says so
-  of exactly those; a job the MMU stops is its own file's INFO VM_FAULT, no other's;
+  of exactly those (the BOs mapped at its CS, and those whose mapping went while it was in
+  its ring: a write it translated before the TLB flush may still land); a job the MMU stops is its own file's INFO VM_FAULT, no other's;
 - the heaps' accounting (INFO MEMORY) is the live BOs plus the page tables the reference
   expects; views of closed BOs raise MappingRevoked, and an alias made through the buffer
   protocol reaches none of the BO's memory;
