@@ -999,3 +999,46 @@ def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
     f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
     assert f == uapi.VmFaultInfo(rw.addr, 0, c.f.vm.vmid, "", "", 0) and c.f.vm.vmid != 0
     assert kmd_model.bound().stats["vm_faults"] == 1 and kmd_model.bound().last_vm_fault == f
+
+
+def test_files_that_keep_every_vmid_busy_do_not_keep_another_files_job_out():
+    """A VMID is idle only when no job runs with it: 15 files (one for each VMID) that each
+    keep a job in a ring at every moment, submitting the next before the last ends (none
+    hanging, no reset, no ban), kept every VMID busy, and a 16th file's copy never ran (100
+    rounds of their jobs in a probe). A VM whose job finds no idle VMID now waits first come,
+    first served, and the least recently used VMID is drained for it: its owner starts no new
+    job with it until the VMID has gone to the waiter."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    hs = [Client() for _ in kmd.vmids.ids]
+    bos = [h.bo(0x10000) for h in hs]
+    made = [0] * len(hs)
+    jobs: list[list] = [[] for _ in hs]
+
+    def submit(i: int) -> None:
+        k = made[i]
+        made[i] += 1
+        flag = 0x8000 + 4 * k
+        jobs[i].append((hs[i].submit(sdma_ib(bos[i], sdma.poll_regmem(bos[i].addr + flag, 1, 0xFFFF_FFFF, "EQ",
+                                                                       interval=1), 0x40 * k)), flag))
+
+    for i in range(len(hs)):
+        submit(i)
+    assert all(v.owner is not None and not kmd.vmids._idle(v) for v in kmd.vmids.ids)
+    v = Client()
+    vb = v.bo(0x1000)
+    mine = v.submit(sdma_ib(vb, sdma.write_linear(vb.addr + 0x800, [0x77])))
+    assert vb.u32[0x200] == 0 and kmd.sdma_sched.has_queued()  # (every VMID busy: it waits)
+    for _ in range(3):
+        if vb.u32[0x200] == 0x77:
+            break
+        for i in range(len(hs)):  # each file: its next job in first, then its oldest let go
+            submit(i)
+            seq, flag = jobs[i].pop(0)
+            bos[i].u32[flag // 4] = 1
+            assert hs[i].wait(seq)
+    assert v.wait(mine) and vb.u32[0x200] == 0x77, "the 16th file's job still waits for a VMID"
+    for i, h in enumerate(hs):  # (every file's jobs still run: the drained one's waited its turn)
+        for seq, flag in jobs[i]:
+            bos[i].u32[flag // 4] = 1
+            assert h.wait(seq)
+    assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)
