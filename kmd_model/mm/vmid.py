@@ -82,17 +82,19 @@ class VmidManager:
         if not self.waiting:
             self.drain = None
 
-    def grab(self, vm: Vm) -> int | None:
+    def grab(self, vm: Vm, resubmitted: bool = False) -> int | None:
         """The VMID `vm`'s next job runs with, or None when it must wait: every VMID busy, or
         an idle one owed to a VM that has waited longer (first come, first served), or its
         own VMID being drained for such a VM (its jobs in flight end, its new ones wait, and
         the VMID goes idle to the waiter: amdgpu_vmid_grab waits for an idle VMID without
-        that, and the clients that never let every VMID go idle kept the next one out)."""
+        that, and the clients that never let every VMID go idle kept the next one out). A job
+        a reset put back (`resubmitted`) keeps its VM's VMID though it is drained: it ran with
+        it, and nothing passes it in its ring (a waiter behind it there would wait for it)."""
         now = self.kmd.dev.now()
         if self.waiting:
             self._expire(now)
         if vm.vmid is not None:
-            if vm.vmid == self.drain and self.waiting:
+            if vm.vmid == self.drain and self.waiting and not resubmitted:
                 return None
             return vm.vmid
         idle = [v for v in self.ids if self._idle(v)]

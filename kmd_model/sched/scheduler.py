@@ -343,7 +343,7 @@ class Scheduler:
             if e is None or not self.ring.alloc(e.queue[0].ndw):
                 break
             job = e.queue[0]
-            vmid = self.kmd.vmids.grab(job.vm)
+            vmid = self.kmd.vmids.grab(job.vm, resubmitted is not None)
             if vmid is None:
                 # every VMID is busy: the job waits for one (amdgpu_vmid_grab's fence, a
                 # dependency of the job: its entity is not ready, the others are), keeping its

@@ -1028,6 +1028,11 @@ def test_files_that_keep_every_vmid_busy_do_not_keep_another_files_job_out():
     vb = v.bo(0x1000)
     mine = v.submit(sdma_ib(vb, sdma.write_linear(vb.addr + 0x800, [0x77])))
     assert vb.u32[0x200] == 0 and kmd.sdma_sched.has_queued()  # (every VMID busy: it waits)
+    vmids = kmd.vmids
+    drained = vmids.ids[vmids.drain - 1].owner
+    assert list(vmids.waiting) == [v.f.vm] and drained is not None
+    # the drained VMID's owner starts no new job with it; a job a reset put back keeps it
+    assert vmids.grab(drained) is None and vmids.grab(drained, resubmitted=True) == vmids.drain
     for _ in range(3):
         if vb.u32[0x200] == 0x77:
             break
