@@ -54,10 +54,17 @@ def main(argv: list[str] | None = None) -> int:
               "this example needs both")
         gpu.close()
         return 2  # cannot run here (as memcpy): 1 is a pipeline that ran and failed
-    src = gpu.alloc(n * size, "gtt")  # what the CPU produced, before anything runs
-    staging = gpu.alloc(slots * size, "vram")  # the slots between the engines
-    out = gpu.alloc(n * size, "vram")  # what the consumer delivered
-    log = gpu.alloc(4 * n, "gtt")  # the order in which the CP consumed chunks
+    try:
+        src = gpu.alloc(n * size, "gtt")  # what the CPU produced, before anything runs
+        staging = gpu.alloc(slots * size, "vram")  # the slots between the engines
+        out = gpu.alloc(n * size, "vram")  # what the consumer delivered
+        log = gpu.alloc(4 * n, "gtt")  # the order in which the CP consumed chunks
+    except umd.OutOfMemory as e:
+        # (256 chunks of 64 KiB are 16 MiB in GTT and 16 MiB in VRAM: more GTT than the
+        # reference model's kernel leaves free; said before anything runs, as a bad option)
+        gpu.close()
+        ap.error(f"--chunks {n} of --chunk-bytes {size} ({n * size} bytes in GTT and again in VRAM) do not fit in "
+                 f"the {gpu.name} device's memory ({e}): give fewer or smaller chunks")
     rng = np.random.default_rng(11)
     data = rng.integers(0, 1 << 32, n * size // 4, dtype=np.uint64).astype(np.uint32)
     src.u32[:] = data

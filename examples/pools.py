@@ -43,11 +43,22 @@ class Run:
     stats: object
 
 
+MAX_ALLOCS = 1_000_000  # (about 20 minutes on the model; a typo's extra zeros ran for days)
+
+
+class TooMany(Exception):
+    """--live buffers alive at once do not fit in the device's memory."""
+
+
 def run(pools: bool, allocs: int, live: int, seed: int) -> Run:
     kmd = kmd_model.bound()
     base = kmd.bo.heaps
     before = sum(h.used for h in base.values())
-    gpu = umd.open(api_version=2, pools=pools)
+    with umd.open(api_version=2, pools=pools) as gpu:  # (closed on the way out of an error too)
+        return _run(gpu, pools, allocs, live, seed, before)
+
+
+def _run(gpu: umd.Device, pools: bool, allocs: int, live: int, seed: int, before: int) -> Run:
     q = gpu.queue()
     q.finish()
     rng = random.Random(seed)
@@ -57,7 +68,11 @@ def run(pools: bool, allocs: int, live: int, seed: int) -> Run:
     for i in range(allocs):
         if len(window) == live:
             window.pop(0)[0].free()
-        b = gpu.alloc(rng.choice(SIZES), rng.choice(("gtt", "vram")))
+        try:
+            b = gpu.alloc(rng.choice(SIZES), rng.choice(("gtt", "vram")))
+        except umd.OutOfMemory as e:  # (the window the app asked for, not a failure of the pools)
+            raise TooMany(f"with the pools {'on' if pools else 'off'} the device's memory ran out with {len(window)} "
+                          f"alive ({e})") from None
         q.write(b, 0, i + 1)
         window.append((b, i + 1))
         if i % 500 == 0:
@@ -70,9 +85,7 @@ def run(pools: bool, allocs: int, live: int, seed: int) -> Run:
         raise RuntimeError(f"pools {'on' if pools else 'off'}: {len(bad)} buffers do not hold what the GPU wrote")
     m = gpu.memory()
     mem = m.vram.used + m.gtt.used - before
-    out = Run(pools, allocs, ioctls, cycles, mem, m.va.used, m.pools)
-    gpu.close()
-    return out
+    return Run(pools, allocs, ioctls, cycles, mem, m.va.used, m.pools)
 
 
 def table(runs: list[Run]) -> str:
@@ -122,17 +135,24 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--allocs", type=integer_in(), default=10_000, help="allocations per run (default 10,000)")
-    ap.add_argument("--live", type=integer_in(), default=256, help="buffers alive at most (default 256)")
+    ap.add_argument("--allocs", type=integer_in(), default=10_000,
+                    help=f"allocations per run (default 10,000, at most {MAX_ALLOCS:,})")
+    ap.add_argument("--live", type=integer_in(), default=256,
+                    help="buffers alive at most (default 256; as many as the device's memory holds)")
     ap.add_argument("--seed", type=integer_in(), default=1)
     ap.add_argument("--plot", metavar="PNG", help="draw the comparison (needs matplotlib)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     if args.allocs < 1 or args.live < 1:
         ap.error(f"--allocs and --live must be at least 1, not {args.allocs} and {args.live}")
+    if args.allocs > MAX_ALLOCS:
+        ap.error(f"--allocs must be in 1..{MAX_ALLOCS}, not {args.allocs}")
     if args.plot:
         _check_plot(ap, args.plot)
     backend = kmd_model.bound().name
-    runs = [run(True, args.allocs, args.live, args.seed), run(False, args.allocs, args.live, args.seed)]
+    try:
+        runs = [run(True, args.allocs, args.live, args.seed), run(False, args.allocs, args.live, args.seed)]
+    except TooMany as e:
+        ap.error(f"--live {args.live}: that many buffers alive at once do not fit: {e}; give a smaller --live")
     gpucosim.progress(1, 1, "done")
     print(f"pools on {backend}: {args.allocs} allocations, at most {args.live} alive")
     print(table(runs))

@@ -429,7 +429,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_ERROR_OPCODE_GET(v)          (((v) & GPUCOSIM_CP_ERROR_OPCODE_MASK) >> GPUCOSIM_CP_ERROR_OPCODE_SHIFT)
 #define GPUCOSIM_CP_ERROR_OPCODE_SET(x)          (((uint32_t)(x) << GPUCOSIM_CP_ERROR_OPCODE_SHIFT) & GPUCOSIM_CP_ERROR_OPCODE_MASK)
 
-/* CP_ERROR_ADDR_LO: CP error address, low. Memory address of the faulting access or packet */
+/* CP_ERROR_ADDR_LO: CP error address, low. Memory address of the faulting access or packet. CP_ERROR_ADDR_LO/HI and CP_ERROR_OFFSET are latched and cleared with CP_ERROR: they read 0 again after CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET */
 #define GPUCOSIM_CP_ERROR_ADDR_LO                0x0c4u
 #define GPUCOSIM_CP_ERROR_ADDR_LO_RESET          0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_ERROR_ADDR_LO_ADDRESS_SHIFT  0  /* [31:0] R */
@@ -595,7 +595,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_CAPS_TLB_LOG2_GET(v)         (((v) & GPUCOSIM_VM_CAPS_TLB_LOG2_MASK) >> GPUCOSIM_VM_CAPS_TLB_LOG2_SHIFT)
 #define GPUCOSIM_VM_CAPS_TLB_LOG2_SET(x)         (((uint32_t)(x) << GPUCOSIM_VM_CAPS_TLB_LOG2_SHIFT) & GPUCOSIM_VM_CAPS_TLB_LOG2_MASK)
 
-/* VM_INVALIDATE_REQ: TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it */
+/* VM_INVALIDATE_REQ: TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it. Written in part, it keeps the bytes the write leaves out from its last write (as a doorbell), and only a write that names a byte of PER_VMID makes a request: ALL_ADDR's byte written alone requests nothing and sets ALL_ADDR for the next one */
 #define GPUCOSIM_VM_INVALIDATE_REQ               0x204u
 #define GPUCOSIM_VM_INVALIDATE_REQ_RESET         0x00000000u
 #define GPUCOSIM_VM_INVALIDATE_REQ_PER_VMID_SHIFT 0  /* [15:0] W */
@@ -914,7 +914,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_SDMA_ERROR_SUB_OP_GET(v)        (((v) & GPUCOSIM_SDMA_ERROR_SUB_OP_MASK) >> GPUCOSIM_SDMA_ERROR_SUB_OP_SHIFT)
 #define GPUCOSIM_SDMA_ERROR_SUB_OP_SET(x)        (((uint32_t)(x) << GPUCOSIM_SDMA_ERROR_SUB_OP_SHIFT) & GPUCOSIM_SDMA_ERROR_SUB_OP_MASK)
 
-/* SDMA_ERROR_ADDR_LO: SDMA error address, low. Memory address of the faulting access or packet */
+/* SDMA_ERROR_ADDR_LO: SDMA error address, low. Memory address of the faulting access or packet. SDMA_ERROR_ADDR_LO/HI and SDMA_ERROR_OFFSET are latched and cleared with SDMA_ERROR: they read 0 again after SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET */
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO              0x430u
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO_RESET        0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_SDMA_ERROR_ADDR_LO_ADDRESS_SHIFT 0  /* [31:0] R */
@@ -1123,7 +1123,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_CP_HQD1_ERROR_OPCODE_GET(v)     (((v) & GPUCOSIM_CP_HQD1_ERROR_OPCODE_MASK) >> GPUCOSIM_CP_HQD1_ERROR_OPCODE_SHIFT)
 #define GPUCOSIM_CP_HQD1_ERROR_OPCODE_SET(x)     (((uint32_t)(x) << GPUCOSIM_CP_HQD1_ERROR_OPCODE_SHIFT) & GPUCOSIM_CP_HQD1_ERROR_OPCODE_MASK)
 
-/* CP_HQD1_ERROR_ADDR_LO: HQD1 error address, low */
+/* CP_HQD1_ERROR_ADDR_LO: HQD1 error address, low. As CP_ERROR_ADDR_LO, for queue 1: with CP_HQD1_ERROR_ADDR_HI and CP_HQD1_ERROR_OFFSET, latched and cleared with CP_HQD1_ERROR (CP_QUEUE_RESET.Q1, CONTROL.SOFT_RESET) */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO           0x4c4u
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_RESET     0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_CP_HQD1_ERROR_ADDR_LO_ADDRESS_SHIFT 0  /* [31:0] R */

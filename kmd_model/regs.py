@@ -305,7 +305,7 @@ class CP_ERROR(Register):
 
 
 class CP_ERROR_ADDR_LO(Register):
-    """CP error address, low. Memory address of the faulting access or packet."""
+    """CP error address, low. Memory address of the faulting access or packet. CP_ERROR_ADDR_LO/HI and CP_ERROR_OFFSET are latched and cleared with CP_ERROR: they read 0 again after CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET."""
     NAME = "CP_ERROR_ADDR_LO"
     ADDR = 0x0c4
     RESET = 0x00000000
@@ -462,7 +462,7 @@ class VM_CAPS(Register):
 
 
 class VM_INVALIDATE_REQ(Register):
-    """TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it."""
+    """TLB invalidate request. Writing it starts an invalidation of the TLB entries of the VMIDs in PER_VMID, of every address (ALL_ADDR) or of the page VM_INVALIDATE_ADDR names, as amdgpu writes VM_INVALIDATE_ENG*_REQ; VM_INVALIDATE_ACK says when it is done. A request written while one is pending replaces it. Written in part, it keeps the bytes the write leaves out from its last write (as a doorbell), and only a write that names a byte of PER_VMID makes a request: ALL_ADDR's byte written alone requests nothing and sets ALL_ADDR for the next one."""
     NAME = "VM_INVALIDATE_REQ"
     ADDR = 0x204
     RESET = 0x00000000
@@ -710,7 +710,7 @@ class SDMA_ERROR(Register):
 
 
 class SDMA_ERROR_ADDR_LO(Register):
-    """SDMA error address, low. Memory address of the faulting access or packet."""
+    """SDMA error address, low. Memory address of the faulting access or packet. SDMA_ERROR_ADDR_LO/HI and SDMA_ERROR_OFFSET are latched and cleared with SDMA_ERROR: they read 0 again after SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET."""
     NAME = "SDMA_ERROR_ADDR_LO"
     ADDR = 0x430
     RESET = 0x00000000
@@ -890,7 +890,7 @@ class CP_HQD1_ERROR(Register):
 
 
 class CP_HQD1_ERROR_ADDR_LO(Register):
-    """HQD1 error address, low. """
+    """HQD1 error address, low. As CP_ERROR_ADDR_LO, for queue 1: with CP_HQD1_ERROR_ADDR_HI and CP_HQD1_ERROR_OFFSET, latched and cleared with CP_HQD1_ERROR (CP_QUEUE_RESET.Q1, CONTROL.SOFT_RESET)."""
     NAME = "CP_HQD1_ERROR_ADDR_LO"
     ADDR = 0x4c4
     RESET = 0x00000000

@@ -74,7 +74,13 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
 
 def queue_emit_raw(self: Queue, dwords: Any) -> None:
     """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
-    checker still sees a gfx queue's."""
+    checker still sees a gfx queue's. They stay together, in one IB: more than one IB of the
+    queue holds (`ib_size_dw` less its chaining and padding) is a ValueError."""
     words = _dwords("emit_raw", dwords, "dwords")
+    top = self.cmdbuf.max_packet_dw  # (they stay together: one IB holds them all, or the call is refused here)
+    if len(words) > top:
+        raise ValueError(f"emit_raw: {len(words)} dwords do not fit in one IB of this queue (ib_size_dw="
+                         f"{self.cmdbuf.ib_size_dw} holds at most {top} of an app's dwords beside its chaining and "
+                         "padding): record them in several calls, or make the queue with a larger ib_size_dw")
     self.cmdbuf.emit(words, self._label("emit_raw"))
     self._end_command()

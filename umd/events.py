@@ -13,10 +13,11 @@ from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
-from .errors import DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
+from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
 from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed, record
 from .submit import PendingCs
+from .winsys.ioctl import DRIVER_CLOSED
 
 
 # ---------------------------------------------------------------------------- Event
@@ -54,6 +55,12 @@ class Event(_Handle):
         self._lost = False  # its submission was refused
         self._call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
 
+    def _alive(self, call: str) -> None:
+        """DeviceLost once the driver closed the Device's file (its page's mapping went with it)."""
+        q = self._queue
+        if not q.closed and q.ws.lost():
+            raise DeviceLost(f"{call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+
     def signalled(self) -> bool:
         """A look at memory: no ioctl, no flush, no wait. A look that finds it not signalled
         takes POLL_CYCLES of device time once it is submitted (as a CPU's read of memory the
@@ -62,6 +69,7 @@ class Event(_Handle):
         device's time passes only inside the driver: such a loop never ended before). An
         event never flushed stays unsignalled however long it is polled: flush(), or
         wait(timeout), which flushes."""
+        self._alive("signalled")
         if self._signalled():
             return True
         q = self._queue
@@ -86,6 +94,7 @@ class Event(_Handle):
         last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
+        self._alive("wait")
         q = self._queue
         if self._signalled() and self._proven():
             if (q.watch.jobs or q.async_errors) and self._number is not None:
@@ -175,6 +184,7 @@ class Timestamp(Event):
         raise AttributeError("timestamp: its value (cycles) is the GPU clock sample the queue's job wrote: read-only")
 
     def _cycles(self) -> int:
+        self._alive("timestamp")
         if self._reused:
             raise ValueError(f"timestamp: its slot was taken again by a later timestamp (a queue keeps its "
                              f"last {QBO_TS_SLOTS}): read it before taking more")
@@ -266,7 +276,7 @@ def _flush_for(q: Queue, waiter: Queue, event: "Event") -> None:
     are kept for q's next call (flush, finish, Event.wait, close), this flush's own refusal
     named as the flush wait_event made; the wait_event raises only that its event was
     refused (SubmitError ECANCELED), or a GpuTimeout or DeviceLost (nothing recorded)."""
-    if q.calls != event._call:
+    if q.last_recorded != event._call:  # (not q.calls: a call that raised recorded nothing)
         raise ValueError(f"wait_event: the event's queue ({q!r}) recorded commands after it and has not flushed "
                          "it: flush that queue first (flushed from here, they would be submitted before its own "
                          "flush)")

@@ -15,7 +15,9 @@ import functools
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
 
 
 from kmd_model.sched.fence import seq_passed
@@ -30,6 +32,7 @@ from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispa
 from .signals import deferred_stops
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf, Label
+from .winsys.ioctl import DRIVER_CLOSED
 
 if TYPE_CHECKING:
     from .events import Event
@@ -78,8 +81,16 @@ class IbPool:
             q._throttle("new IB")
         if self.free:
             return self.free.pop()
-        buf = q._alloc_or_wait(4 * self.size_dw, "new IB")
-        self.created += 1
+        got: list[Buffer] = []
+
+        def reclaimed() -> Buffer | None:  # (an IB the wait for memory gave back: no new one needed)
+            if self.free:
+                got.append(self.free.pop())
+                return got[0]
+            return None
+
+        buf = q._alloc_or_wait(4 * self.size_dw, "new IB", reclaimed=reclaimed)
+        self.created += not got
         return buf
 
 
@@ -214,6 +225,9 @@ class Queue(_Dispatched):
         # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
+        # the number of the last call that recorded a command: a call that raised after taking
+        # its number (its wait for an IB interrupted) recorded nothing (wait_event's check)
+        self.last_recorded = 0
         self.flushes = 0
         # closed with jobs still running (close() gave up waiting; the kernel lets them
         # finish): the queue keeps its fence page, and what they may use stays busy until
@@ -265,6 +279,7 @@ class Queue(_Dispatched):
     def _end_command(self) -> None:
         cb = self.cmdbuf
         cb.command()
+        self.last_recorded = self.calls
         if cb.commands >= self.flush_threshold or (self.flush_dwords and cb.dwords >= self.flush_dwords):
             queue_flush(self)
 
@@ -324,11 +339,15 @@ class Queue(_Dispatched):
                                  f"(seqno {oldest:#x}) has not finished after {self.timeout} cycles")
             self._reclaim()
 
-    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False) -> Buffer:
+    def _alloc_or_wait(self, size: int, what: str, may_flush: bool = False,
+                       reclaimed: Callable[[], Buffer | None] | None = None) -> Buffer:
         """A GTT buffer for the queue's own use; when memory is short, wait for the queue's
         submissions to finish (their IBs and staging buffers come back) and try again.
         `may_flush` (between commands: a transfer's staging buffer, before its packets):
-        first submit what the queue has recorded, whose staging buffers only a flush lets go."""
+        first submit what the queue has recorded, whose staging buffers only a flush lets go.
+        `reclaimed`: what the waits gave back that will do instead (a new IB's: an IB of a
+        submission that finished; the alloc was tried again, and with nothing left in flight
+        the queue said it had no memory, its pool full of free IBs)."""
         while True:
             try:
                 return device_alloc(self.device, size, "gtt", zero=False, _owner=self)
@@ -346,6 +365,8 @@ class Queue(_Dispatched):
                 if self.pending:  # flushes still queued hold IBs and staging: let them go
                     self._drain()
                     self._reclaim()
+                    if reclaimed is not None and (buf := reclaimed()) is not None:
+                        return buf
                     continue
                 if not self.inflight:
                     raise OutOfMemory(f"{what}: no memory for {size:#x} bytes on queue (context {self.ctx_id}), "
@@ -358,6 +379,8 @@ class Queue(_Dispatched):
                                       f"{self.timeout} cycles ({len(self.inflight)} in flight, "
                                       f"max_inflight={self.max_inflight}): {why}") from e
                 self._reclaim()
+                if reclaimed is not None and (buf := reclaimed()) is not None:
+                    return buf
 
     def _wait_oldest(self, what: str) -> bool:
         """Wait (up to self.timeout) for the oldest submission in flight, for `what`. One
@@ -411,12 +434,31 @@ class Queue(_Dispatched):
         except KmdError:
             return False  # reset: the kernel will not run it
 
+    def _close_lost(self) -> None:
+        """Close the queue of a Device whose file the driver closed (its unload or reload): its
+        context, page and IBs went with the file, so no ioctl is made and no mapping read (each
+        raised, and close() never got to closing it). Its events answer from a page of zeros
+        (never signalled: wait() says the queue was closed first). Commands it recorded and
+        never submitted are DeviceLost, raised once the queue is closed."""
+        lost = [f"{n} command{'s' * (n != 1)} recorded and never submitted"] if (n := self.cmdbuf.commands) else []
+        if n := sum(not p.done for p in self.pending):
+            lost.append(f"{n} flush{'es' * (n != 1)} the submission thread had not submitted")
+        self.q32 = np.zeros(self.qbo.size // 4, dtype=np.uint32)
+        self.pending.clear()
+        self._set_closed()
+        if self in self.device.queues:
+            self.device.queues.remove(self)
+        if lost:
+            raise DeviceLost(f"close: {self!r}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
+
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; the errors the app was
         not told of (refused submissions: an async queue's, or the flush of what it had
         recorded; failed jobs) are raised after that, together (failed_jobs.pending)."""
         if self.closed:
             return
+        if self.ws.lost():  # the driver closed the file under it: nothing to submit, finish or release
+            return self._close_lost()
         errors = []
         for _ in range(2):  # what is recorded: refused, it is raised after the release, as an async queue's is
             try:

@@ -27,9 +27,10 @@ from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line messag
 from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery, KmdError
 
-from .errors import DeviceLost, OutOfMemory, UmdError
+from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
+from .winsys.ioctl import DRIVER_CLOSED
 from .winsys.pool import Backing, MemoryManager, PoolStats
 from .winsys.va import VaStats
 
@@ -128,6 +129,8 @@ class _Dispatched(_Handle):
         if self.closed and fn is not table.entries.get(f"{self._kind}.close"):
             return _closed_call(f"{name}: the {self._kind.lower()} is closed")
         bound = types.MethodType(fn, self)
+        if fn is not table.entries.get(f"{self._kind}.close"):
+            bound = _unless_lost(self.ws, name, bound)
         if api_hook is not None:
             bound = _hooked(f"{self._kind}.{name}", bound)
         self.__dict__[name] = bound  # later calls skip the lookup (until close: _set_closed)
@@ -144,6 +147,19 @@ class _Dispatched(_Handle):
     def __dir__(self) -> list[str]:
         own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
         return sorted(set(super().__dir__()) | set(own))
+
+
+def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
+    """Entry point `name`, refused once the driver closed the Device's file under it (its
+    unload or reload: kmd_model.rebind, unbind): each call met what went with the file in its
+    own way (the KMD's EBADF, a revoked mapping's MappingRevoked, or an alloc from a slab that
+    handed out dead memory). close() is not refused: it closes what is left (Queue._close_lost)."""
+    @functools.wraps(bound)  # (help(), the argument errors and __qualname__ stay the entry point's)
+    def call(*args, **kwargs):
+        if ws.lost():
+            raise DeviceLost(f"{name}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+        return bound(*args, **kwargs)
+    return call
 
 
 def _closed_call(message: str):
@@ -311,6 +327,8 @@ def device_close(self: Device) -> None:
     file's close() raises what its last flush could not write)."""
     if self.closed:
         return
+    if self.ws.lost():  # the driver closed the file (its unload or reload): what went with it is gone
+        return _close_lost(self)
     errors = []
     self.closing = True
     for q in list(self.queues):
@@ -328,6 +346,30 @@ def device_close(self: Device) -> None:
         self.submitter.close()  # nothing is queued any more: the queues are closed
         self.ws.submitter = None
     self.ws.close()
+    self._set_closed()
+    _raise_first(errors)
+
+
+def _close_lost(self: Device) -> None:
+    """Close a Device whose file the driver closed under it (kmd_model.rebind, unbind): its
+    BOs, contexts and mappings went with the file, so nothing is submitted, waited for or
+    freed by ioctl (each raised: close() got no further than its first queue, and the
+    Device stayed open). A queue's commands that never ran are raised once all is closed."""
+    errors = []
+    self.closing = True
+    for q in list(self.queues):
+        try:
+            q._close()  # (Queue._close_lost)
+        except UmdError as e:
+            errors.append(e)
+    for b in list(self.buffers):
+        b._freed_how = "its device's file was closed by the driver"
+        b._view = b._revoke = None
+        b._freed = True
+    self.buffers.clear()
+    if self.submitter is not None:
+        self.submitter.stop()
+        self.ws.submitter = None
     self._set_closed()
     _raise_first(errors)
 
@@ -382,6 +424,8 @@ class Buffer(_Handle):
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
             raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
+        if self._view is None and self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked)
+            raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write

@@ -294,6 +294,26 @@ class ClientsMixin:
         if not bo.busy:
             self.bo_release(bo)
 
+    def hold_for_jobs_in_rings(self, vm, bos) -> None:
+        """`bos` lost their mappings in `vm` (GEM_VA UNMAP, CLEAR, REPLACE, or a closed BO's
+        release), the TLB invalidated: every unfinished job of the VM in a ring holds them
+        until it ends. The invalidation drops the TLB's entries, not the writes already
+        translated: a burst whose address was translated before VM_INVALIDATE_ACK may land
+        after it (the RTL's MMU queues the W beats of up to 8 translated write bursts:
+        docs/hardware.md, "Invalidation"), and a job's fence is written only after its
+        writes. A job holds the BOs mapped at its CS; one mapped after it, or closed while
+        an earlier job held it, was freed once unmapped while a job of the VM (an SDMA job,
+        which no checker reads) could have a fill under way into it, and its pages went to
+        the next GEM_CREATE, another client's (tests/security/test_security_mappings.py
+        test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends). Jobs only
+        queued start after the invalidation: they hold nothing of it."""
+        jobs = [j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished]
+        for job in jobs:
+            for bo in bos:
+                if bo not in job.bos and not bo.freed and bo.owner is not None:
+                    job.bos.add(bo)
+                    bo.busy_jobs += 1
+
     def bo_release(self, bo, raising: bool = True) -> None:
         """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed. When
         the MMU does not acknowledge the invalidation, the VMID's TLB may still hold the BO's
@@ -310,7 +330,10 @@ class ClientsMixin:
                 self.vmids.flush_vm(vm, bos=(bo,))
             except KmdError as e:
                 error = e
-        if bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
+            self.hold_for_jobs_in_rings(vm, (bo,))
+        if bo.busy:
+            pass  # (a job of its VM in a ring may still write it: freed when the last ends, job_retired)
+        elif bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
             self.vmids.unflushed.extend((bo, n) for n in sorted(bo.stale_vmids))
             self.vmids.free_unflushed()
         else:

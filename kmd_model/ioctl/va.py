@@ -66,7 +66,10 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         if m is None or m.va != va or m.bo is not bo:
             raise KmdError(errno.ENOENT, f"{who}: no mapping of BO {a.handle} starts at {va:#x}")
         vm.unmap(m)
-        kmd.vmids.flush_vm(vm, m.va, m.size, (m.bo,))
+        try:
+            kmd.vmids.flush_vm(vm, m.va, m.size, (m.bo,))
+        finally:  # (its jobs in a ring may have writes to it under way: they hold it)
+            kmd.hold_for_jobs_in_rings(vm, (m.bo,))
         return None
     size = _int(who, "map_size", size, 1)
     offset = _int(who, "offset_in_bo", a.offset_in_bo, 0) if op != VaOp.CLEAR else 0
@@ -98,7 +101,10 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     if op in (VaOp.CLEAR, VaOp.REPLACE):
         cut = {m.bo for m in vm.overlapping(va, size)}
         if vm.clear(va, size):
-            kmd.vmids.flush_vm(vm, va, size, cut)
+            try:
+                kmd.vmids.flush_vm(vm, va, size, cut)
+            finally:
+                kmd.hold_for_jobs_in_rings(vm, cut)
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.map(bo, offset, va, size, flags)
     return None

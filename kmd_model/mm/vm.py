@@ -11,7 +11,9 @@ The MMU's TLB may hold an entry until it is invalidated, so an update that takes
 changes a valid entry (UNMAP, REPLACE, CLEAR, a GEM_CLOSE that unmaps) invalidates the
 VM's VMID before the ioctl returns; the BOs behind the old entries stay allocated until
 every job that may use them has finished (each job holds every BO mapped in its VM when
-it was submitted), so an unmapped page is never reused while a job may still reach it.
+it was submitted, and every BO whose mapping goes while it is in a ring: writes it had
+translated before the invalidation may still land, Kmd.hold_for_jobs_in_rings), so an
+unmapped page is never reused while a job may still reach it.
 New entries need no invalidation: the TLB never keeps a fault.
 """
 
@@ -249,7 +251,8 @@ class Vm:
         tables. A closed BO that an earlier job holds stays mapped at the MMU until the last
         such job ends, so a later job of the VM that no checker reads (the SDMA ring, or with
         the checker off) can reach it meanwhile without holding it: the file's own memory,
-        unmapped and invalidated before it is freed (docs/architecture.md, "Ordering")."""
+        unmapped and invalidated at the release, and held from then by the VM's jobs still in
+        a ring (Kmd.hold_for_jobs_in_rings; docs/architecture.md, "Ordering")."""
         return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:

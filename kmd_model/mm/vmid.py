@@ -4,7 +4,11 @@ The `VmidManager` gives jobs VMIDs 1..15 as amdgpu_vmid_grab does: a VM keeps th
 has while it owns it; otherwise it takes an idle one (no job of any ring runs with
 it), least recently used first, stealing it from its previous VM: the page-table base and
 enable are programmed and the VMID's TLB entries invalidated before the job's
-INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue.
+INDIRECT_BUFFER names it. With no idle VMID the job waits in the scheduler's queue. VMs
+that wait are served first come, first served (`waiting`), and the least recently used
+busy VMID is drained for the first (`drain`): its owner starts no new job with it until
+it has gone idle and to the waiter (15 VMs each keeping a job in a ring at every moment
+kept a 16th out for good).
 
 A flush the MMU does not acknowledge gives the VMID to no VM: the job waits as for a busy
 VMID, and the next grab flushes first. `stuck_since` is when grabs began to fail that way
@@ -56,6 +60,12 @@ class VmidManager:
         # (BO, VMID) of BOs unmapped by a flush the MMU did not acknowledge: the VMID's TLB may
         # hold their pages, so each is freed once no job runs with that VMID (free_unflushed)
         self.unflushed: list[tuple] = []
+        # VMs whose job found no idle VMID, first come first served (-> when it last asked),
+        # and the VMID drained for the first: its owner starts no new job with it meanwhile
+        # (grab). A VMID is idle only when no job runs with it, so 15 files each keeping a job
+        # in a ring at every moment kept every VMID busy, and a 16th file's job never ran.
+        self.waiting: dict = {}
+        self.drain: int | None = None
 
     def _idle(self, v: _Vmid) -> bool:
         """No job runs with it. Every job, not the latest: a VM's jobs on different rings
@@ -63,12 +73,39 @@ class VmidManager:
         v.jobs = [j for j in v.jobs if not j.finished]
         return not v.jobs
 
-    def grab(self, vm: Vm) -> int | None:
-        """The VMID `vm`'s next job runs with, or None when every VMID is busy (the job waits)."""
+    def _expire(self, now: int) -> None:
+        """Forget the waiting VMs that have a VMID, are closed, or have not asked for a job
+        timeout (their jobs cancelled, or held elsewhere): they keep no one else waiting."""
+        limit = self.kmd.params.job_timeout
+        for w in [w for w, at in self.waiting.items() if w.vmid is not None or w.closed or now - at > limit]:
+            del self.waiting[w]
+        if not self.waiting:
+            self.drain = None
+
+    def grab(self, vm: Vm, resubmitted: bool = False) -> int | None:
+        """The VMID `vm`'s next job runs with, or None when it must wait: every VMID busy, or
+        an idle one owed to a VM that has waited longer (first come, first served), or its
+        own VMID being drained for such a VM (its jobs in flight end, its new ones wait, and
+        the VMID goes idle to the waiter: amdgpu_vmid_grab waits for an idle VMID without
+        that, and the clients that never let every VMID go idle kept the next one out). A job
+        a reset put back (`resubmitted`) keeps its VM's VMID though it is drained: it ran with
+        it, and nothing passes it in its ring (a waiter behind it there would wait for it)."""
+        now = self.kmd.dev.now()
+        if self.waiting:
+            self._expire(now)
         if vm.vmid is not None:
+            if vm.vmid == self.drain and self.waiting and not resubmitted:
+                return None
             return vm.vmid
         idle = [v for v in self.ids if self._idle(v)]
-        if not idle:
+        first = next(iter(self.waiting), vm)
+        if not idle or first is not vm:
+            self.waiting[vm] = now  # (a VM already waiting keeps its place)
+            if self.drain is None:
+                idle_n = {v.n for v in idle}
+                busy = [v for v in self.ids if v.owner is not None and v.n not in idle_n]
+                if busy:
+                    self.drain = min(busy, key=lambda v: v.used_at).n  # the least recently used
             return None
         v = min(idle, key=lambda v: (v.owner is not None, v.used_at))  # unowned first, then LRU
         if v.owner is not None:
@@ -94,6 +131,9 @@ class VmidManager:
         v.owner = vm
         vm.vmid = v.n
         self.grabs += 1
+        self.waiting.pop(vm, None)
+        if v.n == self.drain or not self.waiting:
+            self.drain = None  # (the next VM still waiting picks the next to drain)
         log.debug("VMID %d -> %r", v.n, vm)
         return v.n
 

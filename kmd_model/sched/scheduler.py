@@ -279,11 +279,15 @@ class Scheduler:
         job.ctx.jobs[job.seq] = job
         self.kick()
 
-    def _select(self) -> Entity | None:
+    def _select(self, skip: set | frozenset = frozenset()) -> Entity | None:
         """drm_sched_select_entity: the first run queue (KERNEL first) with a ready entity,
-        round robin within it. Jobs whose dependency failed are cancelled on the way."""
+        round robin within it (`skip`: entities whose job waits for a VMID, not ready for this
+        pass). Jobs whose dependency failed are cancelled on the way. The entity keeps its
+        place: it goes to the back of its queue once its job is in the ring (_served)."""
         for rq in self.rqs:
             for e in list(rq):
+                if e in skip:
+                    continue
                 while e.queue and e.queue[0].deps_failed:
                     job = e.queue.popleft()
                     bad = next(d for d in job.deps if d.finished and d.error is not None)
@@ -291,14 +295,24 @@ class Scheduler:
                 if not e.queue:
                     self._dequeue(e)  # (its jobs were cancelled)
                 elif not e.queue[0].deps_left:
-                    rq.remove(e)
-                    rq.append(e)  # round robin: it goes to the back of its queue
-                    self._turns += 1
-                    e.turn = self._turns
                     return e
                 else:
                     self._park(e)  # (its head's last dependency to end puts it back: Job.ended)
         return None
+
+    def _served(self, e: Entity) -> None:
+        """`e`'s job went into the ring: round robin, it goes to the back of its queue. Only
+        then, as drm_sched keeps the place of an entity whose job cannot go yet ("preserve
+        the current entity in terms of fairness", drm_sched_rq_select_entity_rr): sent back
+        when chosen, an entity whose job found no room in the ring (or no VMID) lost its
+        turn, and a job bigger than the room one job frees (the UMD's copy flush, 64 dwords
+        of the SDMA ring) never went in while a client's smaller jobs kept the ring full."""
+        if e.in_rq:
+            rq = self.rqs[e.priority]
+            rq.remove(e)
+            rq.append(e)
+        self._turns += 1
+        e.turn = self._turns
 
     def _next_resubmitted(self) -> Entity | None:
         """The entity whose head is the first job a reset put back, if any is still to go into
@@ -317,18 +331,31 @@ class Scheduler:
     def kick(self) -> None:
         """Move ready jobs into the ring while they fit (one commit for them all)."""
         moved = False
+        no_vmid: set[Entity] = set()  # entities whose job waits for a VMID: the others may go
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
-            e = self._next_resubmitted() or self._select()
+            resubmitted = self._next_resubmitted()
+            e = resubmitted or self._select(no_vmid)
+            # no room: the entity keeps its turn and nothing else goes (drm_sched_can_queue
+            # fails for it): its job goes first once the ring has drained enough
             if e is None or not self.ring.alloc(e.queue[0].ndw):
                 break
             job = e.queue[0]
-            vmid = self.kmd.vmids.grab(job.vm)
+            vmid = self.kmd.vmids.grab(job.vm, resubmitted is not None)
             if vmid is None:
-                break  # every VMID is busy: the job waits for one (amdgpu_vmid_grab)
+                # every VMID is busy: the job waits for one (amdgpu_vmid_grab's fence, a
+                # dependency of the job: its entity is not ready, the others are), keeping its
+                # entity's turn; a resubmitted job keeps the ring order, so nothing passes it,
+                # nor anything while the MMU acknowledges no flush (each grab would wait for it)
+                if resubmitted is not None or self.kmd.vmids.stuck_since is not None:
+                    break
+                no_vmid.add(e)
+                continue
             job.vmid = vmid
             if self.resubmitted and self.resubmitted[0][0] is job:
                 self.resubmitted.popleft()
             e.queue.popleft()
+            if resubmitted is None:
+                self._served(e)
             if not e.queue:
                 self._dequeue(e)
             if not self.pending:

@@ -134,15 +134,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str, desc: str) -> str:
+def render_markdown(regs: list["RegInfo"], enums: dict, header: str, title: str, desc: str,
+                    mmio_addr_width: int = 16) -> str:
     """docs/registers.md: an overview table, then each register with its fields and the
     values of every enum-encoded field."""
     out = [f"<!-- {header} -->", "", f"# {title}", "", desc, "",
-           "Offsets are bytes in the MMIO aperture; every register is 32 bits wide and read and "
-           "written whole (byte strobes honoured). Access: R read-only (a write is answered OKAY and "
+           f"Offsets are bytes in the MMIO aperture, {(1 << mmio_addr_width) // 1024} KiB "
+           f"({mmio_addr_width} address bits, `GPUCOSIM_MMIO_ADDR_WIDTH`): the registers lie in its first "
+           "4 KiB, and no offset above them aliases one. Every register is 32 bits wide and read and "
+           "written whole (byte strobes honoured: a write in part acts on the bytes it names alone, a "
+           "pulse or RW1C bit only from its own byte). Bits no field names read 0, and writes to them "
+           "are ignored. Access: R read-only (a write is answered OKAY and "
            "changes nothing: RB_WPTR, say, moves only by the doorbell), W write-only (reads return "
-           "0; a doorbell written in part takes the bytes its strobes leave out from its last write, "
-           "not from the write pointer), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write, (RO while X) a write "
+           "0; a W register written in part takes the bytes its strobes leave out from its last write, "
+           "so a doorbell's come from there, not from the write pointer, and a doorbell or request acts "
+           "only on a write that names its field's bytes), RW read/write, RW1C write 1 to clear, *(pulse)* acts once per write, (RO while X) a write "
            "is ignored while the 1-bit field X is set (a ring's base, size and pointer write-back address "
            "while the ring is enabled). A field whose reset is — is driven by the hardware: after a "
            "reset it reads the device's state (an idle device's STATUS.IDLE and RB_EMPTY read 1, CAPS "

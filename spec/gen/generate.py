@@ -259,7 +259,7 @@ def render_markdown(top: AddrmapNode, regs: list[RegInfo], enums) -> str:
     from spec.gen import gen_regs
 
     return gen_regs.render_markdown(regs, enums, HEADER.format(src="spec/regs.rdl"),
-                                    "Register reference", _one_line(top.get_property("desc")))
+                                    "Register reference", _one_line(top.get_property("desc")), MMIO_ADDR_WIDTH)
 
 
 def render_hardware_md() -> str:

@@ -180,6 +180,7 @@ TESTS = (
     "tests/model/test_contract_engines.py",
     "tests/model/test_contract_vm.py",
     "tests/model/test_contract_control.py",
+    "tests/model/test_contract_csr.py",
     "tests/spec/test_sdma_spec.py",
     "tests/kmd/test_kmd_mmio.py",
     "tests/spec/test_vm_spec.py",

@@ -760,6 +760,59 @@ def test_the_round_robin_is_per_context_not_per_file():
     assert vb.u32[0x800 // 4] == 5
 
 
+def test_an_entity_whose_job_finds_no_ring_room_keeps_its_turn():
+    """drm_sched keeps the round robin's place of an entity whose next job cannot go yet
+    ("If we can't queue yet, preserve the current entity in terms of fairness",
+    drm_sched_rq_select_entity_rr): its job goes first once there is room. Here the entity
+    was sent to the back of its run queue when it was chosen, before the ring was asked for
+    room, so a job bigger than what one job frees (the UMD's copy flush: 4 IB chunks and a
+    user fence, 64 dwords of the 1,024-dword SDMA ring) lost its turn each time a hostile
+    client's smaller jobs (2 IBs, 32 dwords) kept the ring full: the hostile job behind it
+    took each room made, and the innocent job never went into the ring while the hostile
+    client fed it (120 of its jobs, none hanging). amdgpu's ring fits every job of
+    hw_submission_limit; this SDMA ring does not, so room is asked for as drm_sched asks
+    for credits."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    h, v = Client(), Client()
+    hb, vb = h.bo(0x40000), v.bo(0x4000)
+    ctxs = [h.ctx] + [new_ctx(h) for _ in range(3)]
+    flags = {}  # (ctx, seq) -> the dword its polls wait on
+
+    def hostile_job(n: int) -> None:
+        flag = 0x20000 + 4 * n
+        ib = sdma_ib(hb, sdma.poll_regmem(hb.addr + flag, 1, 0xFFFF_FFFF, "EQ", interval=1), 0x40 * n)
+        c = ctxs[n % len(ctxs)]
+        flags[c, h.submit(ib, ib, ctx=c)] = flag
+
+    n = 0
+    for n in range(60):  # (the ring full: the rest queued)
+        hostile_job(n)
+    assert kmd.sdma_sched.has_queued() and kmd.sdma_ring.space() < 64
+    mine = v.submit(*[sdma_ib(vb, sdma.fence(vb.addr + 0x800 + 4 * j, 0x70 + j), 0x100 * j) for j in range(4)],
+                    uapi.CsChunkFence(vb.handle, 0x900))
+    def release_oldest() -> None:
+        """The hostile client lets its oldest job end (a producer feeding the copy engine)."""
+        head = kmd.sdma_sched.pending[0]
+        hb.u32[flags[head.ctx.id, head.seq] // 4] = 1
+        assert h.wait(head.seq, ctx=head.ctx.id)
+
+    released = 0
+    while not any(j.ctx.file is v.f for j in kmd.sdma_sched.pending):
+        # each job that ends makes room for one of the hostile client's; two, for the innocent one
+        assert released < 8, (f"the innocent job still queued after {released} hostile jobs ran "
+                              f"({len(kmd.sdma_sched.pending)} in the ring)")
+        release_oldest()
+        released += 1
+        n += 1
+        hostile_job(n)  # and feeds the ring another
+    ring = kmd.sdma_sched.pending
+    while any(j.ctx.file is v.f for j in ring) and ring[0].ctx.file is not v.f:  # (hostile jobs ahead of it)
+        release_oldest()
+    assert v.wait(mine) and vb.u32[0x900 // 4] == mine
+    assert vb.u32[0x800 // 4: 0x810 // 4].tolist() == [0x70, 0x71, 0x72, 0x73]
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0)
+
+
 def test_ctx_free_waits_for_queued_jobs_with_other_ioctls_let_in():
     """CTX FREE with jobs queued behind another context's job that waits for the CPU: FREE
     waits, the context still the file's (a CS on it is taken, a second FREE from another
@@ -946,3 +999,51 @@ def test_an_sdma_vm_fault_is_described_by_what_the_engine_latches():
     f = c.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.VM_FAULT))
     assert f == uapi.VmFaultInfo(rw.addr, 0, c.f.vm.vmid, "", "", 0) and c.f.vm.vmid != 0
     assert kmd_model.bound().stats["vm_faults"] == 1 and kmd_model.bound().last_vm_fault == f
+
+
+def test_files_that_keep_every_vmid_busy_do_not_keep_another_files_job_out():
+    """A VMID is idle only when no job runs with it: 15 files (one for each VMID) that each
+    keep a job in a ring at every moment, submitting the next before the last ends (none
+    hanging, no reset, no ban), kept every VMID busy, and a 16th file's copy never ran (100
+    rounds of their jobs in a probe). A VM whose job finds no idle VMID now waits first come,
+    first served, and the least recently used VMID is drained for it: its owner starts no new
+    job with it until the VMID has gone to the waiter."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    hs = [Client() for _ in kmd.vmids.ids]
+    bos = [h.bo(0x10000) for h in hs]
+    made = [0] * len(hs)
+    jobs: list[list] = [[] for _ in hs]
+
+    def submit(i: int) -> None:
+        k = made[i]
+        made[i] += 1
+        flag = 0x8000 + 4 * k
+        jobs[i].append((hs[i].submit(sdma_ib(bos[i], sdma.poll_regmem(bos[i].addr + flag, 1, 0xFFFF_FFFF, "EQ",
+                                                                       interval=1), 0x40 * k)), flag))
+
+    for i in range(len(hs)):
+        submit(i)
+    assert all(v.owner is not None and not kmd.vmids._idle(v) for v in kmd.vmids.ids)
+    v = Client()
+    vb = v.bo(0x1000)
+    mine = v.submit(sdma_ib(vb, sdma.write_linear(vb.addr + 0x800, [0x77])))
+    assert vb.u32[0x200] == 0 and kmd.sdma_sched.has_queued()  # (every VMID busy: it waits)
+    vmids = kmd.vmids
+    drained = vmids.ids[vmids.drain - 1].owner
+    assert list(vmids.waiting) == [v.f.vm] and drained is not None
+    # the drained VMID's owner starts no new job with it; a job a reset put back keeps it
+    assert vmids.grab(drained) is None and vmids.grab(drained, resubmitted=True) == vmids.drain
+    for _ in range(3):
+        if vb.u32[0x200] == 0x77:
+            break
+        for i in range(len(hs)):  # each file: its next job in first, then its oldest let go
+            submit(i)
+            seq, flag = jobs[i].pop(0)
+            bos[i].u32[flag // 4] = 1
+            assert hs[i].wait(seq)
+    assert v.wait(mine) and vb.u32[0x200] == 0x77, "the 16th file's job still waits for a VMID"
+    for i, h in enumerate(hs):  # (every file's jobs still run: the drained one's waited its turn)
+        for seq, flag in jobs[i]:
+            bos[i].u32[flag // 4] = 1
+            assert h.wait(seq)
+    assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)

@@ -1096,6 +1096,112 @@ def check_ih_ring_moved_and_resized_keeps_its_pointers(dev):
     assert g.read("IH_WPTR") == 192 and g.r32(new_base + 16) == 8 and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
 
 
+def check_error_address_and_offset_clear_with_the_error(dev):
+    """Each queue's whole error state goes with its reset: CP_ERROR_ADDR_LO/HI and
+    CP_ERROR_OFFSET (queue 1's CP_HQD1_*, the SDMA's SDMA_ERROR_*) read 0 again after the
+    queue reset that clears CP_ERROR, and after CONTROL.SOFT_RESET, as the error register
+    does: a driver reading them finds no stale address of an error already handled."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    names = [f"{e}{r}" for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR") for r in ("", "_ADDR_LO", "_ADDR_HI",
+                                                                                       "_OFFSET")]
+    for reset in ("queue resets", "SOFT_RESET"):
+        far = 0xABCD_0000_0010 if reset == "SOFT_RESET" else 0x1234_0000_0020  # beyond memory: DECERR
+        q0.submit([0xFFFF1000, 0xFFFF1000], write_data(far, [1]))
+        q1.submit([0xFFFF1000], write_data(far + 4, [2]))
+        s.submit([0], sdma("FENCE", DATA=3, **lo_hi("ADDR", far + 8, 2)))
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            assert g.idle(st)["ERROR"] == 1, st
+        got = {n: g.read(n) for n in names}
+        assert [got[f"{e}_ADDR_HI"] << 32 | got[f"{e}_ADDR_LO"] for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR")] \
+            == [far, far + 4, far + 8] and [got[f"{e}_OFFSET"] for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR")] \
+            == [(q0.wptr - 5) % 256, (q1.wptr - 5) % 256, (s.wptr // 4 - 4) % 64], got
+        g.until(lambda: g.read("IH_WPTR") - ih.rptr >= 96, "the three error entries")
+        ih.pop()
+        if reset == "SOFT_RESET":
+            g.set("CONTROL", SOFT_RESET=1)
+        else:
+            g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+            g.set("SDMA_CNTL", QUEUE_RESET=1)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        assert {n: g.read(n) for n in names} == dict.fromkeys(names, 0), f"after the {reset}: " + \
+            str({n: hex(g.read(n)) for n in names if g.read(n)})
+        q0.wptr = q1.wptr = s.wptr = 0
+        if reset == "SOFT_RESET":
+            g.write("IH_RPTR", 0)
+            ih.rptr = 0
+
+
+def check_tlb_and_dma_busy_counters(dev):
+    """The counters of the TLB and of the DMA engine's time (docs/hardware.md, Counters and
+    time; registers.md): on the RTL an IB of VMID 1 that fetches one page and writes another
+    misses twice (PERF_TLB_MISSES 2, PERF_WALK_CYCLES > 0), the same IB again hits (HITS up,
+    MISSES and WALK_CYCLES kept), after an invalidation of VMID 1 it misses twice again, and
+    an untranslated VMID's work (VMID 3, the kernel ring) counts nothing; the model has no
+    TLB and reads 0 for all three. PERF_DMA_BUSY_CYCLES grows by at least the bus beats a
+    fill writes (the model: exactly ceil(bytes / bus bytes))."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    model = dev.name == "model"
+    g.set("CONTROL", PERF_CLEAR=1)
+    tlb = lambda: tuple(g.read(r) for r in ("PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"))  # noqa: E731
+    g.w32(PA_CODE, write_data(VA_OUT + 0x10, [0x51]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x10) == 0x51
+    hits, misses, walk = first = tlb()
+    if model:
+        assert first == (0, 0, 0), first
+    else:
+        assert misses == 2 and walk > 0, f"two pages, two misses: HITS, MISSES, WALK_CYCLES {first}"
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    again = tlb()
+    assert again == first if model else (again[0] >= hits + 2 and again[1:] == (misses, walk)), (first, again)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK")
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    third = tlb()
+    assert third == first if model else (third[1] == misses + 2 and third[2] > walk), (again, third)
+    g.w32(IB1, write_data(OUT, [0x52]))
+    ring.run(ib(IB1, 5, VMID=3), write_data(OUT + 4, [0x53]))  # VMID 3: not translated
+    assert tlb() == third and g.r32(OUT, 2) == [0x52, 0x53], (third, tlb())
+    beat = 1 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    busy = g.read("PERF_DMA_BUSY_CYCLES")
+    assert busy == 0, "no transfer since PERF_CLEAR"
+    ring.run(dma_data(0x200000, 0x55, 0x1000, SRC_SEL="DATA", CP_SYNC=1))
+    busy = g.read("PERF_DMA_BUSY_CYCLES")
+    assert busy == 0x1000 // beat if model else busy >= 0x1000 // beat, f"PERF_DMA_BUSY_CYCLES {busy}"
+    g.set("CONTROL", PERF_CLEAR=1)
+    assert tlb() == (0, 0, 0) and g.read("PERF_DMA_BUSY_CYCLES") == 0
+
+
+def check_timestamp_runs_on_through_perf_clear_and_soft_reset(dev):
+    """TIMESTAMP is the GPU clock, not a performance counter: CONTROL.PERF_CLEAR (which
+    clears every PERF_* counter) and CONTROL.SOFT_RESET leave it running, so a driver's
+    timestamps (RELEASE_MEM's, the IH entries') stay monotonic across both."""
+    g = Gpu(dev)
+
+    def clock():
+        while True:
+            hi = g.read("TIMESTAMP_HI")
+            lo = g.read("TIMESTAMP_LO")
+            if g.read("TIMESTAMP_HI") == hi:
+                return hi << 32 | lo
+
+    g.dev.delay(100)
+    t0 = clock()
+    assert t0 >= 100, t0
+    g.set("CONTROL", PERF_CLEAR=1)
+    t1 = clock()
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    t2 = clock()
+    g.dev.delay(10)
+    t3 = clock()
+    assert t0 <= t1 <= t2 and t3 - t2 >= 10, (t0, t1, t2, t3)
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1110,7 +1216,9 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
           check_sdma_entry_waits_for_the_cp_packet_in_hand,
           check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
-          check_ih_ring_moved_and_resized_keeps_its_pointers]
+          check_ih_ring_moved_and_resized_keeps_its_pointers,
+          check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
+          check_timestamp_runs_on_through_perf_clear_and_soft_reset]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

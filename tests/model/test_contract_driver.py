@@ -5,7 +5,7 @@ positions, reset values, IH entry dwords, error codes and what they latch, wrap 
 "ignored while ...". This module: the CP's ring, packets, IH ring and DMA engine;
 tests/model/test_contract_engines.py: the SDMA and the second CP queue;
 tests/model/test_contract_vm.py: the MMU; tests/model/test_contract_control.py: resets,
-halts, ENABLE, counters.
+halts, ENABLE, counters; tests/model/test_contract_csr.py: the CSR block over AXI4-Lite.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, SdmaRing,
-                                         bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets, release_mem,
-                                         sdma, wait_mem, write_data)
+from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, IhRing, Ring,
+                                         SdmaRing, bring_up, dma_data, expect_error, ib, lo_hi, pm4, pm4_packets,
+                                         release_mem, sdma, wait_mem, write_data)
 
 
 # ---------------------------------------------------------------------------- ring, doorbell, write-back
@@ -809,6 +809,251 @@ def check_count_0x3fff_is_the_one_dword_form_of_nop_alone(dev):
         expect_error(ring, ih, "BAD_COUNT", "IB1", P[name].opcode, IB1, 0)
 
 
+def check_slverr_and_decerr_inside_memory_for_every_access(dev):
+    """A memory that answers SLVERR (the testbench memory's error window, inside memory, 4 KiB
+    at ERR) gives BUS_SLVERR, not BUS_DECERR, with what each access's error latches: a
+    WRITE_DATA running into it has written every dword before it (ADDR its first byte); a
+    WAIT_REG_MEM poll, a RELEASE_MEM's write, an IB header fetched there (OPCODE 0, LEVEL
+    IB1, OFFSET the header's), while an IB that ends right before it runs clean (nothing
+    after IB_SIZE is read); a DMA_DATA read needing it mid-transfer (ADDR the first byte
+    needed in the faulting beat) and a write starting in it (the burst's first byte); the
+    rptr write-back; the SDMA's FENCE and COPY_LINEAR. The same window answering DECERR gives
+    BUS_DECERR: the code is the memory's answer, not where the address lies. PERF_PACKETS
+    counts every packet that started, its access failing or not, and nothing past its kinds."""
+    from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    err = 0x70000
+    dev.mem_model.configure(error_window=(err, err + 0x1000, "SLVERR"))
+    try:
+        g.w32(err - 8, [0xAA, 0xBB])
+        ring.submit(write_data(err - 8, [1, 2, 3, 4]))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["WRITE_DATA"].opcode, err, 0)
+        assert g.r32(err - 8, 2) == [1, 2], "the dwords before the failing one are written"
+        ring.submit(pm4("NOP", [0]), wait_mem(err + 0x40, 0, 0, "ALWAYS"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["WAIT_REG_MEM"].opcode, err + 0x40, 2)
+        ring.submit(release_mem(err + 0x10, 5, INT_SEL="SEND_INT"))
+        entries = expect_error(ring, ih, "BUS_SLVERR", "RING", P["RELEASE_MEM"].opcode, err + 0x10, 0)
+        assert len(entries) == 1, "no EOP entry for a fence whose write failed"
+        g.w32(err - 8, pm4("NOP", [0]))
+        ring.run(ib(err - 8, 2))
+        assert g.fields("STATUS")["ERROR"] == 0, "an IB ending right before the window reads nothing of it"
+        ring.submit(ib(err - 8, 4))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", 0, err, 2)
+        ring.submit(dma_data(OUT, err - 0x13, 0x40))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err, 0)
+        ring.submit(dma_data(OUT, err + 0x105, 0x40))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err + 0x105, 0)
+        ring.submit(dma_data(err + 0x203, 0, 0x40, SRC_SEL="DATA"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, err + 0x203, 0)
+        ring.set_rptr_wb(err + 0x20)
+        ring.submit(pm4("NOP", [0]), write_data(OUT, [0x31]))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["NOP"].opcode, err + 0x20, 0)
+        ring.set_rptr_wb(RPTR_WB)
+        s = SdmaRing(g, SRING, 6)
+        s.submit(sdma("FENCE", **lo_hi("ADDR", err + 0x30, 2), DATA=7))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["FENCE"].opcode, err + 0x30, 0)
+        s.submit(sdma("COPY_LINEAR", COUNT=0x1F, **lo_hi("SRC_ADDR", err + 0x300), **lo_hi("DST_ADDR", OUT)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["COPY_LINEAR"].opcode, err + 0x300, 0)
+        dev.mem_model.configure(error_window=(err, err + 0x1000, "DECERR"))
+        ring.submit(write_data(err + 0x44, [9]))
+        expect_error(ring, ih, "BUS_DECERR", "RING", P["WRITE_DATA"].opcode, err + 0x44, 0)
+        ring.run(write_data(OUT, [0x77]))
+        assert g.r32(OUT) == 0x77 and g.fields("STATUS")["ERROR"] == 0
+        # PERF_PACKETS counts a packet that passed its checks and started, whether its access
+        # then failed or not (not the WRITE_DATA behind the failing write-back: never started);
+        # its indices past the last kind count nothing.
+        want = {"NOP": 4, "WRITE_DATA": 3, "INDIRECT_BUFFER": 2, "WAIT_REG_MEM": 1, "RELEASE_MEM": 1, "DMA_DATA": 3}
+        counted = [g.read("PERF_PACKETS", i) for i in range(g.regs["PERF_PACKETS"].count)]
+        assert counted == [want.get(k, 0) for k in sorted(P, key=lambda k: P[k].index)] + \
+            [0] * (len(counted) - len(P)), f"PERF_PACKETS {counted}, expected {want}"
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
+def check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width(dev):
+    """A DMA_DATA error in the middle of a transfer, where the memory answers SLVERR for 64
+    bytes that lie inside a burst (not at its start): a write names the first byte of the
+    faulting burst, bursts being split at 16-beat boundaries (16 · 2^CAPS.BUS_BYTES_LOG2
+    bytes, below 4 KiB), so that byte moves with the bus width (the transfer's first byte when
+    its first burst faults); a read names the first byte it needed in the faulting beat; the
+    SDMA's CONSTANT_FILL and COPY_LINEAR report as DMA_DATA does; a transfer queued before
+    the failing one is complete."""
+    from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    burst = 16 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    w = 0x70000
+    bad = w + 0x140  # 64-byte aligned: whole beats at every width up to 512 bits
+    first_of_burst = lambda dst: max(dst, bad // burst * burst)  # noqa: E731
+    dev.mem_model.configure(error_window=(bad, bad + 0x40, "SLVERR"))
+    try:
+        g.w32(0x100000, list(range(1, 0x101)))
+        ring.submit(dma_data(OUT, 0x100000, 0x400), dma_data(w + 3, 0x1234_5678, 0x400, SRC_SEL="DATA"))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, first_of_burst(w + 3), 7)
+        assert g.r32(OUT, 0x100) == list(range(1, 0x101)), "the transfer before the failing one is complete"
+        for dst in (w + 0x105, w + 0x13F, w + 0x140, w + 0x15D):
+            ring.submit(dma_data(dst, 0x100000, 0x200, CP_SYNC=1))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, first_of_burst(dst), 0)
+        for src, at in ((w + 0x101, bad), (w + 0x13F, bad), (w + 0x147, w + 0x147)):
+            ring.submit(dma_data(OUT + 0x1000, src, 0x200, CP_SYNC=1))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, at, 0)
+        s = SdmaRing(g, SRING, 6)
+        s.submit(sdma("CONSTANT_FILL", SRC_DATA=7, COUNT=0x3FF, **lo_hi("DST_ADDR", w + 0x21)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["CONSTANT_FILL"].opcode, first_of_burst(w + 0x21), 0)
+        s.submit(sdma("COPY_LINEAR", COUNT=0x1FF, **lo_hi("SRC_ADDR", w + 0x11), **lo_hi("DST_ADDR", OUT + 0x2000)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["COPY_LINEAR"].opcode, bad, 0)
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
+def check_the_smallest_ring_of_two_dwords(dev):
+    """RB_SIZE.LOG2_QWORDS 0: a ring of 2 dwords, its dword i at base + 4·(i mod 2) (nothing
+    after it is ever fetched), a packet of 2 dwords fills it, one crossing its end runs, the
+    rptr write-back follows; a doorbell more than 2 dwords ahead of rptr is DOORBELL_OVERFLOW,
+    OFFSET rptr mod 2."""
+    g, _, ih = bring_up(dev)
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.w32(RING, [0xC000FF00] * 8)  # an ILLEGAL_OPCODE after the ring's two dwords
+    ring = Ring(g, RING, 1, RPTR_WB)
+    assert g.fields("RB_SIZE") == {"LOG2_QWORDS": 0}
+    ring.run(pm4("NOP", [0x1234]))
+    ring.run([0xFFFF1000], [0x8000_0000])
+    ring.run([0xFFFF1000])
+    ring.run(pm4("NOP", [0x5678]))  # dwords 5 and 6: at offsets 4 and 0
+    st = g.fields("STATUS")
+    assert (st["ERROR"], g.read("RB_RPTR"), g.r32(RPTR_WB)) == (0, 7, 7), (st, g.read("RB_RPTR"))
+    assert g.read("PERF_PACKETS", pm4_packets()["NOP"].index) == 5 and g.read("PERF_DWORDS_FETCHED") == 7
+    assert g.r32(RING + 8, 6) == [0xC000FF00] * 6
+    ring.doorbell(10)
+    expect_error(ring, ih, "DOORBELL_OVERFLOW", "RING", 0, 10, 1)
+
+
+def check_fetch_errors_only_where_the_parser_needs_a_dword(dev):
+    """A fetch error is reported when the parser reaches the faulting dword: dwords of an IB
+    that are fetched (inside IB_SIZE) but never needed do not fault, in memory answering
+    SLVERR right after a CHAIN or after a packet that fails its own checks (ILLEGAL_OPCODE,
+    not a bus error); a payload dword there faults at that dword with the packet's OPCODE;
+    a NOP's payload there faults too (the CP reads the dwords it skips); the SDMA's too, in
+    an IB: its burst NOP's payload faults, an unknown packet before the window is
+    ILLEGAL_OPCODE, a FENCE's address dword there a bus error of the FENCE."""
+    from tests.model.contract_driver import sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    w = 0x70000
+    dev.mem_model.configure(error_window=(w, w + 0x1000, "SLVERR"))
+    try:
+        g.w32(IB1B, write_data(OUT, [0x61]))
+        g.w32(w - 16, ib(IB1B, 5, CHAIN=1))
+        ring.run(ib(w - 16, 12))
+        assert g.fields("STATUS")["ERROR"] == 0 and g.r32(OUT) == 0x61, "dwords after a CHAIN are not needed"
+        g.w32(w - 8, [0xC000FF00, 0])
+        ring.submit(ib(w - 8, 10))
+        expect_error(ring, ih, "ILLEGAL_OPCODE", "IB1", 0xFF, w - 8, 0)
+        g.w32(w - 8, write_data(OUT, [1])[:2])
+        ring.submit(ib(w - 8, 5))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["WRITE_DATA"].opcode, w, 0)
+        g.w32(w - 8, [0xFFFF1000, pm4("NOP", [0] * 4)[0]])
+        ring.submit(ib(w - 8, 6))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["NOP"].opcode, w, 1)
+        # The SDMA alike, in an IB (32-byte aligned) whose dword 7 is the last before the window.
+        s = SdmaRing(g, SRING, 6)
+        S = sdma_packets()
+        for last, code, op, at in ((sdma("NOP", [])[0] | 4 << 16, "BUS_SLVERR", S["NOP"].opcode, w),
+                                   (0x0000_FFFF, "ILLEGAL_OPCODE", 0xFF, w - 4),
+                                   (sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2))[0], "BUS_SLVERR", S["FENCE"].opcode,
+                                    w)):
+            g.w32(w - 32, [0] * 7 + [last])
+            s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", w - 32, 5), IB_SIZE=16))
+            st = g.idle("SDMA_STATUS")
+            err = g.fields("SDMA_ERROR")
+            got = (st["ERROR"], err["CODE"], err["OP"], err["LEVEL"], g.read("SDMA_ERROR_ADDR_LO"),
+                   g.read("SDMA_ERROR_OFFSET"))
+            assert got == (1, g.err[code], op, g.level["IB1"], at, 7), f"SDMA {code}: {got}"
+            g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+            g.set("SDMA_CNTL", QUEUE_RESET=1)
+            g.idle("SDMA_STATUS")
+            s.wptr = 0
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
+def check_write_data_error_inside_a_block(dev):
+    """A WRITE_DATA writes its data in blocks, the 32-byte-aligned pieces of it (8 dwords at
+    most, in order); when memory refuses a dword in the middle of a block (an SLVERR window
+    from byte 8 of a block), ADDR is the first byte the packet writes in that block, every
+    dword before ADDR is written and none of the window's; a packet that ends before the
+    window runs clean. On a 32-bit bus, a RELEASE_MEM's 64-bit data whose high dword is
+    refused names the fence's address."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    w = 0x70000
+    dev.mem_model.configure(error_window=(w + 0x148, w + 0x188, "SLVERR"))
+    try:
+        for start, at in ((0x100, 0x140), (0x104, 0x140), (0x13C, 0x140), (0x144, 0x144), (0xC4, None)):
+            g.w32(w + 0xC0, [0] * 0x80)
+            ring.submit(write_data(w + start, list(range(1, 33))))
+            if at is None:
+                assert g.idle()["ERROR"] == 0 and g.r32(w + start, 32) == list(range(1, 33)), hex(start)
+                continue
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["WRITE_DATA"].opcode, w + at, 0)
+            got = g.r32(w + start, 32)
+            n = (at - start) // 4
+            assert got[:n] == list(range(1, n + 1)), f"from {start:#x}: not every dword before ADDR: {got}"
+            assert not any(got[(0x148 - start) // 4:]), f"from {start:#x}: a dword of the window written: {got}"
+        if g.fields("CAPS")["BUS_BYTES_LOG2"] == 2:  # (a wider beat holds both dwords: the
+            # testbench memory refuses whole beats whose address is in the window)
+            # RELEASE_MEM's 64-bit data is one block too: its high dword refused, ADDR is the fence's.
+            dev.mem_model.configure(error_window=(w + 0x24C, w + 0x250, "SLVERR"))
+            at = ring.wptr
+            ring.submit(release_mem(w + 0x248, 0x1111_2222_3333_4444, DATA_SEL="DATA_64"))
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["RELEASE_MEM"].opcode, w + 0x248, at)
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
+def check_ih_entry_write_refused_in_its_middle(dev):
+    """An IH entry is one 32-byte write: memory refusing a dword in its middle (an SLVERR
+    window from byte 8 of the third entry) fails the entry as a whole, a bus error of the
+    packet that raised it at the entry's first byte (OPCODE RELEASE_MEM), IH_WPTR left at
+    that entry and INT_STATUS.CP_ERROR the only sign; the two entries before it are in; an
+    SDMA TRAP's entry failing so is the SDMA's BUS_SLVERR at the same address."""
+    from tests.model.contract_driver import SRING, SdmaRing, sdma_packets
+
+    g, ring, _ = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    w = 0x70000
+    g.set("IH_CNTL", ENABLE=0)  # (the base is written while the ring is disabled)
+    ih = IhRing(g, w, 6, IH_WB)  # 8 entries at w
+    g.w32(IH_WB, [0])
+    dev.mem_model.configure(error_window=(w + 0x48, w + 0x50, "SLVERR"))
+    try:
+        ring.submit(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1),
+                    release_mem(OUT, 2, INT_SEL="SEND_INT", INT_CTXID=2),
+                    release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+        st = g.idle()
+        err, addr, off = ring.error_regs()
+        assert (st["ERROR"], err["CODE"], err["OPCODE"], addr, off) == \
+            (1, g.err["BUS_SLVERR"], P["RELEASE_MEM"].opcode, w + 0x40, 16), (st, err, hex(addr), off)
+        assert (g.read("IH_WPTR"), g.r32(IH_WB), g.field("INT_STATUS", "CP_ERROR")) == (64, 64, 1)
+        assert [e["DATA0"] for e in ih.pop()] == [1, 2]
+        g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1))
+        g.set("CP_QUEUE_RESET", Q0=1)
+        g.idle()
+        s = SdmaRing(g, SRING, 6)
+        g.set("SDMA_CNTL", TRAP_ENABLE=1)
+        s.submit(sdma("TRAP", INT_CONTEXT=4))
+        st = g.idle("SDMA_STATUS")
+        e = g.fields("SDMA_ERROR")
+        got = (st["ERROR"], e["CODE"], e["OP"], g.read("SDMA_ERROR_ADDR_LO"), g.read("IH_WPTR"))
+        assert got == (1, g.err["BUS_SLVERR"], S["TRAP"].opcode, w + 0x40, 64), got
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -816,7 +1061,11 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_packet_rules_in_ibs, check_ih_overflow_of_an_error_entry,
           check_every_listed_value_and_reserved_bit, check_dma_data_edges_and_counters,
           check_timestamp_and_busy_counters, check_release_mem_without_data_and_a_fill_value,
-          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone]
+          check_chain_at_the_deepest_level_and_its_vmid, check_count_0x3fff_is_the_one_dword_form_of_nop_alone,
+          check_slverr_and_decerr_inside_memory_for_every_access,
+          check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
+          check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
+          check_ih_entry_write_refused_in_its_middle]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

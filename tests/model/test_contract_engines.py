@@ -15,7 +15,8 @@ import pytest
 from tests.model.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, RING, RING1, RPTR1_WB,
                                          RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_OUT, VA_RO, Gpu, IhRing, Ring,
                                          SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error, ib, lo_hi,
-                                         map_vmid1, pm4, pm4_packets, release_mem, sdma, sdma_packets, wait_mem, write_data)
+                                         map_vmid1, pm4, pm4_packets, release_mem, sdma, sdma_packets, wait_mem,
+                                         write_data)
 
 
 # ---------------------------------------------------------------------------- the SDMA engine
@@ -1457,6 +1458,85 @@ def check_poll_counters_count_each_queue_s_reads(dev):
     g.idle()
     expect_error(q0, ih, "BUS_DECERR", "RING", pm4_packets()["WAIT_REG_MEM"].opcode, bad, at % q0.size)
     assert (g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")) == (1, 0)
+def check_ih_entry_of_every_source_fills_its_fields_alone(dev):
+    """docs/hardware.md's IH entry table, for every source at its widest values: an EOP of
+    queue 1 from an IB of VMID 15 (INT_CTXID, DATA_LO, DATA_HI and an ADDR_LO dword of all
+    ones: a RELEASE_MEM with DATA_SEL NONE), queue 1's CP_ERROR at an address of 48 ones
+    (DATA2 0xFFFF), a VM_FAULT at a virtual address of 48 ones (DATA0 its bits 43:12, DATA1
+    its bits 47:44 and the WRITE hint), a TRAP with a 28-bit INT_CONTEXT of ones, a
+    POLL_TIMEOUT whose address has bits above 47 (dropped: DATA1 0) and whose last read is all
+    ones, an SDMA_ERROR of OP and SUB_OP 0xFF in an IB of VMID 6: every field as the table
+    says, VMID_SRC, PASID and TIMESTAMP_SRC 0, no bit set that no field names, and the
+    TIMESTAMPs in the ring's order, within the clock read before and after."""
+    from tests.model.contract_driver import ih_entry
+
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 8, IH_WB)  # 32 entries: every one stays in the ring to be read again
+    q0 = Ring(g, RING, 8, RPTR_WB)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    P, S = pm4_packets(), sdma_packets()
+
+    def clock():
+        while True:
+            hi = g.read("TIMESTAMP_HI")
+            lo = g.read("TIMESTAMP_LO")
+            if g.read("TIMESTAMP_HI") == hi:
+                return hi << 32 | lo
+
+    t0 = clock()
+    got = []
+    far = 0xFFFF_FFFF_FFFF_FFFC
+    body = release_mem(far, (1 << 64) - 1, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=M32) + \
+        write_data(0xFFFF_FFFF_FFFF_FFF0, [1])
+    g.w32(IB1, body)
+    q1.submit(ib(IB1, len(body), VMID=15))
+    g.idle("CP_HQD1_STATUS")
+    hqd1_error = g.read("CP_HQD1_ERROR")
+    assert g.fields("CP_HQD1_ERROR") == {"OPCODE": P["WRITE_DATA"].opcode, "LEVEL": g.level["IB1"],
+                                         "CODE": g.err["BUS_DECERR"]}
+    got += [("EOP", 1, 15, [M32, M32, M32, far & M32]), ("CP_ERROR", 1, 15, [hqd1_error, 0xFFFF_FFF0, 0xFFFF, 8])]
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    map_vmid1(g)
+    va = 0xFFFF_FFFF_FFF0  # bits above the tables' 30: RANGE, LEVEL 0
+    g.w32(PA_CODE, write_data(va, [2]))
+    q0.submit(ib(VA_CODE, 5, VMID=1))
+    g.idle()
+    vm_status, cp_error = g.read("VM_FAULT_STATUS"), g.read("CP_ERROR")
+    assert g.fields("VM_FAULT_STATUS") == {"VMID": 1, "ACCESS": 1, "LEVEL": 0, "CAUSE": 2}
+    got += [("VM_FAULT", 0, 1, [0xFFFF_FFFF, 0xF | 0x20, vm_status, cp_error])]
+    g.set("CP_QUEUE_RESET", Q0=1)
+    g.idle()
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    flag = OUT + 0x40
+    g.w32(flag, [M32])
+    s.run(sdma("TRAP", INT_CONTEXT=0xFFF_FFFF),
+          sdma("POLL_REGMEM", **lo_hi("ADDR", 0xFFFF_0000_0000_0000 | flag, 2), VALUE=0, MASK=M32, FUNC="EQ",
+               MEM_POLL="MEMORY", RETRY_COUNT=0, INTERVAL=1))
+    got += [("SDMA_TRAP", 0, 0, [0xFFF_FFFF, 0, 0, 0]), ("SDMA_POLL_TIMEOUT", 0, 0, [flag, 0, M32, 0])]
+    g.w32(IB1, [0x0000_FFFF])  # OP 0xFF, SUB_OP 0xFF: not in the table
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=1, VMID=6))
+    assert g.idle("SDMA_STATUS")["ERROR"] == 1
+    sdma_error = g.read("SDMA_ERROR")
+    assert g.fields("SDMA_ERROR") == {"SUB_OP": 0xFF, "OP": 0xFF, "LEVEL": g.level["IB1"],
+                                      "CODE": g.err["ILLEGAL_OPCODE"]}
+    got += [("SDMA_ERROR", 0, 6, [sdma_error, IB1, 0, 0])]
+    g.until(lambda: g.read("IH_WPTR") == 32 * len(got), f"{len(got)} entries")
+    t1 = clock()
+    fields, _ = ih_entry()
+    named = [sum(f.mask for f in fields.values() if f.dword == d) for d in range(8)]
+    last = t0
+    for k, (source, ring_id, vmid, data) in enumerate(got):
+        e = ih.entry(32 * k)
+        assert (ih.source(e), e["RING_ID"], e["VMID"], [e[f"DATA{i}"] for i in range(4)]) == \
+            (source, ring_id, vmid, data), f"entry {k}: {e}"
+        assert (e["VMID_SRC"], e["PASID"], e["TIMESTAMP_SRC"]) == (0, 0, 0), f"{source}: {e}"
+        spare = [hex(w & ~named[d] & M32) for d, w in enumerate(e["raw"]) if w & ~named[d] & M32]
+        assert not spare, f"{source}: bits no field names are set: {spare} in {[hex(w) for w in e['raw']]}"
+        stamp = e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32
+        assert last <= stamp <= t1, f"{source}: TIMESTAMP {stamp} not in [{last}, {t1}]"
+        last = stamp
 
 
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
@@ -1473,7 +1553,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_dma_raw_wait_and_reads_after_earlier_writes,
           check_priority_written_while_both_queues_have_work_and_a_fast_poll,
           check_doorbell_error_of_the_queue_not_running_is_taken_at_once,
-          check_poll_counters_count_each_queue_s_reads]
+          check_ih_entry_of_every_source_fills_its_fields_alone, check_poll_counters_count_each_queue_s_reads]
+          check_ih_entry_of_every_source_fills_its_fields_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

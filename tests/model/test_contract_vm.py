@@ -1031,6 +1031,37 @@ def check_cp_queues_keep_their_vmids_across_turns_and_resets(dev):
     assert (e["DATA0"], e["RING_ID"], e["VMID"]) == (3, 1, 0), e
 
 
+def check_vm_walks_and_leaves_in_memory_answering_slverr(dev):
+    """A page-table read that the memory answers with SLVERR (inside memory, not past its
+    end) is a WALK_ERROR fault at that level, as DECERR is: VM_FAULT, never a bus error; a
+    valid leaf whose page answers SLVERR is a bus error, BUS_SLVERR at the virtual address
+    (the CP_ERROR entry with the IB's VMID, nothing in VM_FAULT_*); the SDMA's copy from such
+    a page too (SDMA_ERROR BUS_SLVERR at the virtual address, VMID 1)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P, S = pm4_packets(), sdma_packets()
+    err = 0x70000
+    dev.mem_model.configure(error_window=(err, err + 0x2000, "SLVERR"))
+    try:
+        g.w64(PT_ROOT + 8 * (0x600000 >> 21), err | VALID)  # a page table inside the window
+        g.w32(PA_CODE, write_data(0x600000 + 0x40, [1]))
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        expect_fault(ring, ih, 0x600040, 1, 1, 3, P["WRITE_DATA"].opcode, 0, 0x20)
+        va = 0x104000  # VMID 1's page at err + 0x1000: valid, writeable, the memory refuses it
+        g.w64(PT_L1 + 8 * (va >> 12 & 511), err + 0x1000 | VALID | WRITEABLE | READABLE)
+        g.w32(PA_CODE, [0xFFFF1000] + write_data(va + 0x24, [2]))
+        ring.submit(ib(VA_CODE, 6, VMID=1))
+        (e,) = expect_error(ring, ih, "BUS_SLVERR", "IB1", P["WRITE_DATA"].opcode, va + 0x24, 1)
+        assert e["VMID"] == 1 and g.read("VM_FAULT_STATUS") == 0 and g.read("VM_FAULT_ADDR_LO") == 0, e
+        s = SdmaRing(g, SRING, 6)
+        body = sdma("COPY_LINEAR", COUNT=0x3F, **lo_hi("SRC_ADDR", va + 0x100), **lo_hi("DST_ADDR", VA_OUT))
+        g.w32(PA_CODE + 0x100, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=len(body), VMID=1))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "IB1", S["COPY_LINEAR"].opcode, va + 0x100, 0)
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
           check_vm_new_tables_need_an_invalidation, check_cp_and_sdma_vm_faults_at_once,
@@ -1044,7 +1075,8 @@ CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_foll
           check_queue_resets_during_a_walk_leave_no_error,
           check_vmid_0_translated_moves_the_kernels_own_traffic, check_ih_entry_writes_that_fault_under_vmid_0,
           check_vm_permission_fault_keeps_its_leaf,
-          check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry]
+          check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry,
+          check_vm_walks_and_leaves_in_memory_answering_slverr]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

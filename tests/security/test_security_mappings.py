@@ -107,7 +107,54 @@ def check_no_stale_data(dev):
     quiet(kmd)
 
 
-CHECKS = [check_stale_mapping, check_no_stale_data]
+
+def check_a_write_under_way_at_an_unmap_lands_before_the_page_is_handed_out(dev):
+    """A client's SDMA fill is under way into a BO mapped after the job's CS (so the job
+    holds nothing of it) when the client closes the BO: the KMD unmaps it and invalidates the
+    TLB (VM_INVALIDATE_ACK). The MMU's ACK drops the entries, not the write bursts it has
+    translated already, whose W beats may still be on their way (hardware.md,
+    "Invalidation"): the page must not go to anyone else before the job has ended. It went
+    to the next GEM_CREATE at once, another client's, zero-filled by the CPU, and the fill's
+    late beats landed in it (test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends
+    on the model, whose writes land at once)."""
+    from spec import sdma
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(dev)
+    a, b = Client(), Client()
+    ib = a.bo(0x2000)
+    size = 0x10000
+    va = a.next_va
+    job = a.submit(sdma_ib(ib, sdma.poll_regmem(ib.addr + 0x1000, 1, 0xFFFF_FFFF, "EQ", interval=1)
+                           + sdma.constant_fill(va, EVIL, size)))
+    data = a.bo(size)  # mapped after the job's CS
+    assert data.addr == va
+    kdata = a.f.handles[data.handle]
+    lo = kdata.gpu_addr
+    mem32 = kmd.mem32
+    ib.u32[0x1000 // 4] = 1  # the fill starts
+    deadline = dev.now() + 200_000
+    while int(mem32[lo // 4]) != EVIL:  # under way
+        assert dev.now() < deadline, "the fill never started"
+        a.f.elapse(8)
+    pending = any(j.seq == job and j.ctx.file is a.f for j in kmd.sdma_sched.pending)
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))
+    if pending:  # (on the RTL; the model's fill, and its fence, are done at once)
+        assert not kdata.freed, "the page was handed out while the fill into it was under way"
+    new = b.bo(size)  # the next client's BO
+    b.f.elapse(20_000)
+    hit = np.flatnonzero(new.u32 == EVIL)
+    assert not len(hit), f"{len(hit)} dwords of the closed BO's fill landed in another client's new BO"
+    try:
+        a.wait(job, 1_000_000)  # (the fill done before the unmap)
+    except uapi.KmdError as e:  # (the rest of the fill faulted: its page was unmapped)
+        assert e.errno == errno.ECANCELED and e.info.code == "VM_FAULT", e
+    assert kdata.freed and not new.u32.any()
+    a.f.close()
+    assert not kmd.live_bos(a.f)
+
+
+CHECKS = [check_stale_mapping, check_no_stale_data,
+          check_a_write_under_way_at_an_unmap_lands_before_the_page_is_handed_out]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
@@ -168,7 +215,8 @@ def test_a_closed_bo_an_earlier_job_holds_stays_mapped_for_the_files_later_jobs_
     """docs/architecture.md ("Ordering"): a BO closed while an earlier job holds it keeps its
     GPU mapping until that job ends, so a job of the same file submitted after the GEM_CLOSE
     that no checker reads (the SDMA ring) still writes it meanwhile; only the file's own
-    memory, which is unmapped and its TLB entries invalidated before it is freed. Once the
+    memory, which is unmapped and its TLB entries invalidated before it is freed (and held,
+    from then, by the VM's jobs still in a ring: the test below). Once the
     holder ends, the same write faults and the BO's pages are free."""
     from spec import pm4, sdma
     from tests.kmd_sched.test_kmd_queues import sdma_ib
@@ -191,3 +239,56 @@ def test_a_closed_bo_an_earlier_job_holds_stays_mapped_for_the_files_later_jobs_
         a.wait(bad)
     assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
     quiet(kmd)
+
+
+@pytest.mark.parametrize("how", ["mapped_after_its_cs", "unmapped_then_closed", "closed_while_an_earlier_job_holds_it"])
+def test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends(how):
+    """The MMU's invalidation drops the TLB's entries, not the writes already translated: a
+    write burst whose address was translated before VM_INVALIDATE_ACK may still land after it
+    (the RTL's MMU queues up to 8 write bursts' W beats behind their translated AW:
+    hardware.md, "Invalidation"; tests/cosim/driver_checks.py's
+    security__check_a_write_under_way_at_an_unmap_lands_before_the_page_is_handed_out). So a
+    job in a ring that can reach a BO through its VM must end before the BO's pages go to
+    anyone else, whether it holds the BO or not. It did not: a job holds the BOs mapped at
+    its CS, and a BO mapped after it (or closed while an earlier job held it, then released
+    when that job ended) was freed at once once unmapped and invalidated, while the job (an
+    SDMA job, which no checker reads) could have a fill under way into it; the pages went
+    to the next GEM_CREATE, another client's, where the late bursts landed. Now every BO
+    whose mapping goes while a job of its VM is in a ring is held by those jobs."""
+    from spec import pm4, sdma
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    a, b = Client(), Client()
+    ib = a.bo(0x4000)
+    if how == "closed_while_an_earlier_job_holds_it":
+        data = a.bo(0x1000)
+        kdata = a.f.handles[data.handle]
+        holder = a.submit(a.ib(ib, pm4.wait_reg_mem(ib.addr + 0x3000, 1, 1, "EQ")))
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))  # (still mapped: the holder holds it)
+    # an SDMA job in the ring, waiting on a flag; then it fills `data` (a page of its VM)
+    va = data.addr if how == "closed_while_an_earlier_job_holds_it" else a.next_va
+    job = a.submit(sdma_ib(ib, sdma.poll_regmem(ib.addr + 0x3100, 1, 0xFFFF_FFFF, "EQ", interval=4)
+                           + sdma.constant_fill(va, EVIL, 0x1000), 0x100))
+    assert any(j.seq == job for j in kmd.sdma_sched.pending)
+    if how != "closed_while_an_earlier_job_holds_it":
+        data = a.bo(0x1000)  # mapped after the job's CS: the job reaches it, it held nothing of it
+        assert data.addr == va
+        kdata = a.f.handles[data.handle]
+        if how == "unmapped_then_closed":
+            a.io(Request.GEM_VA, uapi.GemVaArgs(data.handle, uapi.VaOp.UNMAP, data.addr, 0, 0x1000, 0))
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))
+    else:  # (the job, submitted after the close, does not hold it: vm.bos)
+        assert not kdata.freed and kdata not in next(j for j in kmd.sdma_sched.pending if j.seq == job).bos
+        ib.u32[0x3000 // 4] = 1
+        assert a.wait(holder)
+    assert a.f.vm.find(va) is None  # unmapped, the TLB invalidated
+    assert not kdata.freed, "freed while a job in a ring of its VM may still be writing it"
+    new = b.bo(0x1000)
+    assert not (b.phys(new) < kdata.end and kdata.gpu_addr < b.phys(new) + 0x1000)
+    ib.u32[0x3100 // 4] = 1  # the fill now faults: the page is unmapped
+    with pytest.raises(uapi.KmdError) as ei:
+        a.wait(job)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
+    assert kdata.freed and not new.u32.any()
+    a.f.close()
+    assert not kmd.live_bos(a.f)

@@ -19,7 +19,8 @@ which BOs the held job keeps alive. After every step:
 - every live BO holds exactly what the reference says (so no file read or wrote another's
   BO through any mapping, handle or job), and no two allocated BOs share memory;
 - a BO the held job may still reach is still allocated (busy), and GEM_WAIT_IDLE says so
-  of exactly those; a job the MMU stops is its own file's INFO VM_FAULT, no other's;
+  of exactly those (the BOs mapped at its CS, and those whose mapping went while it was in
+  its ring: a write it translated before the TLB flush may still land); a job the MMU stops is its own file's INFO VM_FAULT, no other's;
 - the heaps' accounting (INFO MEMORY) is the live BOs plus the page tables the reference
   expects; views of closed BOs raise MappingRevoked, and an alias made through the buffer
   protocol reaches none of the BO's memory;
@@ -267,6 +268,8 @@ class MmMachine(RuleBasedStateMachine):
         rf.stale.append(h)
         bo.closed = True
         if not bo.held:  # its mappings go now; else they stay for the held job (zombies)
+            if any(m.bo is bo for m in rf.maps):
+                self._unmapped_under_hold(rf, [bo])
             rf.maps = [m for m in rf.maps if m.bo is not bo]
         for view, b in rf.views:
             if b is bo:
@@ -417,12 +420,25 @@ class MmMachine(RuleBasedStateMachine):
             return
         bo = rf.bos.get(h)
         if op == VaOp.UNMAP:
+            self._unmapped_under_hold(rf, [bo])
             rf.maps = [m for m in rf.maps if not (m.va == va and m.bo is bo)]
         if op in (VaOp.CLEAR, VaOp.REPLACE):
+            self._unmapped_under_hold(rf, [m.bo for m in rf.maps if m.va < va + size and va < m.end])
             self._clear(rf, va, size)
         if op in (VaOp.MAP, VaOp.REPLACE):
             rf.maps = sorted(rf.maps + [RMap(va, size, bo, offset, flags)], key=lambda m: m.va)
             rf.regions.update(range(va // SPAN, (va + size - 1) // SPAN + 1))
+
+    def _unmapped_under_hold(self, rf: RFile, bos: list) -> None:
+        """Mappings of `bos` went from `rf`'s VM while its held job is in a ring: the job holds
+        them until it ends (a write it translated before the TLB flush may still land:
+        Kmd.hold_for_jobs_in_rings), GEM_WAIT_IDLE says busy."""
+        if self.hold is None or self.hold[0] is not rf:
+            return
+        for b in bos:
+            if not b.held:
+                b.held = True
+                self.hold[4].append(b)
 
     # ------------------------------------------------------------------ jobs
 

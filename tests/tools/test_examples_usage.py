@@ -55,3 +55,26 @@ def test_memcpy_refuses_a_negative_seed_before_it_runs(capsys):
         memcpy.main(["--seed", "-1"])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["memcpy: error: argument --seed: must be at least 0, not -1"]
+
+
+def test_copy_pipeline_chunks_that_do_not_fit_are_one_line(capsys):
+    """`copy_pipeline --chunks 256 --chunk-bytes 65536`, both within the ranges its --help
+    gives, needs 16 MiB of GTT, more than the reference model leaves free: it ended in
+    alloc's OutOfMemory traceback and a crash report. It is one usage line, status 2, the
+    device closed, before anything runs."""
+    import kmd_model
+    from examples import copy_pipeline
+    from testbench.refmodel import RefModel
+
+    kmd = kmd_model.bind(RefModel())
+    try:
+        with pytest.raises(SystemExit) as exc:
+            copy_pipeline.main(["--chunks", "256", "--chunk-bytes", "65536"])
+        assert exc.value.code == 2 and not kmd.files
+        out, err = capsys.readouterr()
+        assert not out and len(err.splitlines()) == 1 and err.startswith(
+            "copy_pipeline: error: --chunks 256 of --chunk-bytes 65536 (16777216 bytes in GTT and again in VRAM) do "
+            "not fit in the model device's memory (alloc: no device memory for 0x1000000 bytes") and err.endswith(
+            "): give fewer or smaller chunks\n"), err
+    finally:
+        kmd_model.unbind()

@@ -185,6 +185,35 @@ def test_ctrl_c_in_a_write_waiting_for_an_ib(monkeypatch):
 
 
 @pytest.mark.parametrize("engine", ["gfx", "copy"])
+def test_an_interrupted_write_after_an_event_leaves_it_the_last_thing_recorded(monkeypatch, engine):
+    """A write interrupted while it waits for an IB records nothing, but it had taken a call
+    number, and wait_event took that for a command recorded after the queue's last event:
+    another queue's wait_event on it was a ValueError ("recorded commands after it and has
+    not flushed it: flush that queue first"), though the event was the last thing recorded."""
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q = gpu.queue(engine=engine, max_inflight=1, ib_size_dw=64)
+    gate, out = gpu.alloc(64), gpu.alloc(4096)
+    n = q.max_write_dw
+    q.write(out, 0, [0] * 3 * n)  # three IBs, back in the pool after
+    q.finish()
+    q.wait_mem(gate, 0, 1)  # one of them, held by the gate
+    q.flush()
+    ev = q.signal()  # the next: one left
+    fired = _ctrl_c_in_the_next_wait(monkeypatch, kmd.dev)
+    with pytest.raises(KeyboardInterrupt):
+        q.write(out, 0, list(range(1, 2 * n + 1)))  # its first packet takes the last IB, the second waits
+    assert fired
+    gate.u32[0] = 1
+    other = gpu.queue()
+    other.wait_event(ev)  # flushes q up to ev, its last command
+    other.write(out, 0x800, 9)
+    other.finish()
+    assert ev.signalled() and out.u32[0x200] == 9 and not out.u32[:2 * n].any()
+    gpu.close()
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
 def test_ctrl_c_in_a_write_waiting_for_its_second_ib_records_none_of_it(monkeypatch, engine):
     """A write of several packets whose second needs a new IB, and waits for one: interrupted
     there, its first packet stayed recorded, counted as no command, and ran at the next

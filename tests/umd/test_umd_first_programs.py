@@ -447,3 +447,68 @@ def test_a_download_that_times_out_says_download():
     buf.u32[2] = 1
     assert q.download(buf, 8, 4).tolist() == [1, 0, 0, 0]
     gpu.close()
+
+
+def test_emit_raw_longer_than_an_ib_names_emit_raw():
+    """emit_raw of more dwords than one IB holds (they must stay together: they are one
+    packet, or a few) was the command buffer's ValueError, "CmdBuf: a 2000-dword packet does
+    not fit an IB of 1024 dwords", a name the app never saw, and raised after the call had
+    taken its number: a wait_event on the event recorded just before it then said the queue
+    "recorded commands after it", when nothing was. It is emit_raw's own one line, saying
+    what to do, and the call records nothing, as every refused argument."""
+    gpu = _gpu()
+    a, b, buf = gpu.queue(), gpu.queue(), gpu.alloc(64)
+    a.write(buf, 0, 1)
+    ev = a.signal()
+    top = a.cmdbuf.max_packet_dw
+    _raises(ValueError, f"emit_raw: 2000 dwords do not fit in one IB of this queue (ib_size_dw=1024 holds at most "
+            f"{top} of an app's dwords beside its chaining and padding): record them in several calls, or make the "
+            "queue with a larger ib_size_dw", a.emit_raw, [0] * 2000)
+    b.wait_event(ev)  # ev is still the last thing `a` recorded: this flushes `a` up to it
+    b.write(buf, 4, 2)
+    b.finish()
+    assert ev.signalled() and buf.u32[:2].tolist() == [1, 2]
+    from spec import pm4
+
+    a.emit_raw([pm4.header(0x10, top - 2)] + [0] * (top - 1))  # a NOP of the most one IB holds: taken
+    a.finish()
+    assert a.calls == 3
+    gpu.close()
+
+
+LOST = ("this Device's file was closed by the driver: it was unloaded or reloaded (kmd_model.unbind, "
+        "kmd_model.rebind, or a bind of its device again closes every open file)")
+
+
+@pytest.mark.parametrize("how", ["rebind", "unbind"])
+def test_a_device_whose_driver_was_reloaded(how):
+    """kmd_model.rebind() (as batching.py reloads the driver) or unbind() with a Device still
+    open closes its file: each call then met it its own way, the KMD's KmdError EBADF
+    ("GEM_CREATE: the file is closed"), kmd_model's MappingRevoked, or an alloc from a slab
+    that handed out dead memory; and gpu.close() raised MappingRevoked every time, so the app
+    could never close it (a traceback and a crash report under gpucosim run). Every call is
+    now DeviceLost naming it, and close() closes what is left, raising only what never ran."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.write(buf, 0, 1)
+    ev = q.signal()
+    q.finish()
+    q.write(buf, 4, 2)  # recorded, never submitted
+    getattr(kmd_model, how)()
+    for call, fn in [("alloc", lambda: gpu.alloc(64)), ("queue", gpu.queue), ("memory", gpu.memory),
+                     ("write", lambda: q.write(buf, 0, 1)), ("flush", q.flush), ("finish", q.finish),
+                     ("wait", ev.wait), ("signalled", ev.signalled), ("map", buf.map)]:
+        _raises(umd.DeviceLost, f"{call}: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
+                fn)
+    _raises(umd.DeviceLost, f"close: {q!r}: 1 command recorded and never submitted did not run: {LOST}", gpu.close)
+    assert gpu.closed and q.closed and buf.freed
+    gpu.close()  # (closed: nothing more to say)
+    _raises(ValueError, "write: the queue is closed", q.write, buf, 0, 1)
+    if how == "unbind":
+        kmd_model.bind(RefModel())
+    gpu = umd.open()  # a new Device works
+    with gpu.queue() as q2:
+        q2.write(b := gpu.alloc(64), 0, 5)
+    assert b.u32[0] == 5
+    gpu.close()

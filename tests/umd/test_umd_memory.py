@@ -223,6 +223,27 @@ def test_pools_example_argument_errors(capsys):
     kmd_model.unbind()
 
 
+def test_pools_example_counts_it_cannot_run(capsys):
+    """`pools --allocs 99999999999` (a typo's extra zeros) had no bound and ran for days; a
+    --live window larger than the device's memory ended in alloc's OutOfMemory traceback and
+    a crash report. Both are one line and status 2, the device closed (no leak report)."""
+    from examples import pools
+
+    kmd = kmd_model.bind(RefModel())
+    with pytest.raises(SystemExit) as ei:
+        pools.main(["--allocs", "40000", "--live", "40000"])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert ei.value.code == 2 and re.fullmatch(
+        r"pools: error: --live 40000: that many buffers alive at once do not fit: with the pools on the device's "
+        r"memory ran out with \d+ alive \(alloc: no device memory for .*\); give a smaller --live", err), err
+    assert not kmd.files  # (its device closed)
+    with pytest.raises(SystemExit) as ei:  # (refused before it runs: no device needed)
+        pools.main(["--allocs", "99999999999"])
+    assert ei.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "pools: error: --allocs must be in 1..1000000, not 99999999999"
+    kmd_model.unbind()
+
+
 def fill_gtt_behind_a_held_submission(kmd, gpu, q):
     """GTT full, and a 2 MiB BO the app freed still in use by q's submission, which a job
     holding the CP keeps in flight (so the BO cache cannot hand the BO out); returns the
@@ -622,4 +643,39 @@ def test_waste_counts_only_live_buffers():
     big.free()
     st = gpu.memory().pools
     assert (st.waste_bytes, st.waste_peak_bytes) == (w0, w0 + grown)
+    gpu.close()
+
+
+def test_a_new_ib_takes_one_its_wait_for_memory_gave_back(monkeypatch):
+    """A queue that reclaims no IBs while its jobs wait (behind a WAIT_REG_MEM here; on an
+    async queue, while its flushes are still queued for the submission thread) fills GTT
+    with IBs. The new IB's wait for memory then reclaimed every finished submission's IBs
+    into the queue's pool, tried to allocate once more, and with nothing left in flight
+    raised OutOfMemory ("new IB: no memory ... with nothing of its own in flight"), its
+    pool full of free IBs: `examples/async_submit.py --submits 10000 --writes 64`, within
+    its documented range, ended so in a traceback on the model. It takes one of them."""
+    # (no shadow copies, and room for every job: a CS held back for either waits on the GPU)
+    kmd = kmd_model.bind(RefModel(), cs_check=False, sched_jobs=1024, hw_submission_limit=1024, ring_log2_dw=16)
+    gpu = umd.open()
+    gate, buf = gpu.alloc(64), gpu.alloc(64)
+    q = gpu.queue(ib_size_dw=1 << 14, max_inflight=1000, flush_threshold=1_000_000)  # 64 KiB IBs
+    q.wait_mem(gate, 0, 1)  # every later job waits behind this one
+    q.flush()
+    from kmd_model.uapi import Domain
+
+    opened: list = []
+    wait, g, gtt = kmd.dev.wait_irq, gate.u32, kmd.bo.heaps[Domain.GTT]
+
+    def wait_irq(cycles):  # the wait for memory (GTT too full for an IB) lets the gate go
+        if cycles > 0 and not opened and gtt.largest_free < 0x10000:
+            opened.append(True)
+            g[0] = 1
+        return wait(cycles)
+
+    monkeypatch.setattr(kmd.dev, "wait_irq", wait_irq)
+    for i in range(400):  # 25 MiB of IBs, more than GTT holds
+        q.write(buf, 0, i)
+        q.flush()
+    q.finish()
+    assert opened and buf.u32[0] == 399 and q.pool.created < 400
     gpu.close()

@@ -15,7 +15,11 @@ import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import Request
 
-from ..errors import UmdError
+from ..errors import OPEN_NEW_DEVICE, DeviceLost, UmdError
+
+# what the UMD says of a Device whose file the driver closed under it (Winsys.lost)
+DRIVER_CLOSED = ("this Device's file was closed by the driver: it was unloaded or reloaded (kmd_model.unbind, "
+                 "kmd_model.rebind, or a bind of its device again closes every open file)")
 
 # The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
 # driver does for any client); the UMD's ioctls also run under this lock, which keeps its
@@ -35,6 +39,12 @@ class Winsys:
         # opened the device: an ioctl from another thread of the app is refused here, in the
         # app's words, before the simulator's bridge refuses it in the testbench's
         self.owner = threading.get_ident() if self.thread_bound() else None
+        self.closed = False  # closed by the UMD (Device.close); the driver may close the file itself: lost()
+
+    def lost(self) -> bool:
+        """Did the driver close this file under the UMD (its unload or reload: kmd_model.rebind,
+        unbind)? Then every ioctl is EBADF and every CPU mapping of its BOs is revoked."""
+        return not self.closed and bool(getattr(self.file, "closed", False))
 
     def ioctl(self, request: Request, args: Any) -> Any:
         s = self.submitter
@@ -80,6 +90,8 @@ class Winsys:
                 try:
                     return self.file.ioctl(request, args)
                 except uapi.KmdError as e:
+                    if e.errno == errno.EBADF and self.lost():  # (was the KMD's EBADF, "the file is closed")
+                        raise DeviceLost(f"{request.name}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}") from e
                     # a wait the KMD ended for a signal whose handler did not raise: made
                     # again, as libdrm's drmIoctl does on EINTR (kmd_model/core/signals.py)
                     if e.errno != errno.EINTR:
@@ -128,4 +140,5 @@ class Winsys:
         return self.ioctl(Request.INFO, uapi.InfoArgs(query))
 
     def close(self) -> None:
+        self.closed = True
         self.file.close()
