@@ -1439,9 +1439,10 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     learn its phase), so queue 1 is running at every look and polling between them, where queue
     0 polls B, and fails, every 16 cycles. The job was taken as parked at every look and held
     ring 0 for as long as the client kept this up (120,000 cycles, 40 job timeouts, in this
-    test), an innocent job behind it never run, where its timeout bounds it. The look now
-    also asks whether any WAIT_REG_MEM started since the last one (PERF_PACKETS): queue 1's
-    poll of its flag did, and the hostile job is reset by its timeout."""
+    test), an innocent job behind it never run, where its timeout bounds it. The look asked
+    next whether any WAIT_REG_MEM started since the last one (PERF_PACKETS), and now asks
+    whether queue 0 made a poll read (PERF_Q0_POLLS): it polled B between the looks, and the
+    hostile job is reset by its timeout."""
     t_out, rounds = 3_000, 40
     kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
     bad, behind = Client(), Client()
