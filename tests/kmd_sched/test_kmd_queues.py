@@ -694,7 +694,7 @@ def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come
     return parked / t_out  # (job timeouts the flood lasted after A was set)
 
 def check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone(
-        dev, jobs: int = 4, fills: int = 2, fill: int = 16 << 10):
+        dev, jobs: int = 4, fills: int = 1, fill: int = 16 << 10):
     """As check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, the HIGH
     client's flood on queue 1 now `jobs` jobs, each starting with a WAIT_REG_MEM that holds at
     once (its flag set), then fills longer than the job timeout. The job timer took the

@@ -1554,7 +1554,6 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_priority_written_while_both_queues_have_work_and_a_fast_poll,
           check_doorbell_error_of_the_queue_not_running_is_taken_at_once,
           check_ih_entry_of_every_source_fills_its_fields_alone, check_poll_counters_count_each_queue_s_reads]
-          check_ih_entry_of_every_source_fills_its_fields_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
