@@ -558,6 +558,24 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_PACKETS_COUNT_GET(v)       (((v) & GPUCOSIM_PERF_PACKETS_COUNT_MASK) >> GPUCOSIM_PERF_PACKETS_COUNT_SHIFT)
 #define GPUCOSIM_PERF_PACKETS_COUNT_SET(x)       (((uint32_t)(x) << GPUCOSIM_PERF_PACKETS_COUNT_SHIFT) & GPUCOSIM_PERF_PACKETS_COUNT_MASK)
 
+/* PERF_Q0_POLLS: Queue 0 polls. The reads queue 0's WAIT_REG_MEMs made of memory, each counted as the bus takes it, whether its compare then held or not (a read that faults counts too). A queue parked in a poll that failed, while the other queue holds the CP, reads nothing: a driver that finds this counter and the queue's own progress still between two looks, the queue WAITING, knows the queue had no turn to poll since, and the poll it waits in was not found failing meanwhile */
+#define GPUCOSIM_PERF_Q0_POLLS                   0x140u
+#define GPUCOSIM_PERF_Q0_POLLS_RESET             0x00000000u  /* every field the hardware drives: reads the device's state */
+#define GPUCOSIM_PERF_Q0_POLLS_COUNT_SHIFT       0  /* [31:0] R */
+#define GPUCOSIM_PERF_Q0_POLLS_COUNT_MASK        0xffffffffu
+#define GPUCOSIM_PERF_Q0_POLLS_COUNT_WIDTH       32
+#define GPUCOSIM_PERF_Q0_POLLS_COUNT_GET(v)      (((v) & GPUCOSIM_PERF_Q0_POLLS_COUNT_MASK) >> GPUCOSIM_PERF_Q0_POLLS_COUNT_SHIFT)
+#define GPUCOSIM_PERF_Q0_POLLS_COUNT_SET(x)      (((uint32_t)(x) << GPUCOSIM_PERF_Q0_POLLS_COUNT_SHIFT) & GPUCOSIM_PERF_Q0_POLLS_COUNT_MASK)
+
+/* PERF_Q1_POLLS: Queue 1 polls. The reads queue 1's (CP_HQD1_*) WAIT_REG_MEMs made of memory, as PERF_Q0_POLLS counts queue 0's */
+#define GPUCOSIM_PERF_Q1_POLLS                   0x144u
+#define GPUCOSIM_PERF_Q1_POLLS_RESET             0x00000000u  /* every field the hardware drives: reads the device's state */
+#define GPUCOSIM_PERF_Q1_POLLS_COUNT_SHIFT       0  /* [31:0] R */
+#define GPUCOSIM_PERF_Q1_POLLS_COUNT_MASK        0xffffffffu
+#define GPUCOSIM_PERF_Q1_POLLS_COUNT_WIDTH       32
+#define GPUCOSIM_PERF_Q1_POLLS_COUNT_GET(v)      (((v) & GPUCOSIM_PERF_Q1_POLLS_COUNT_MASK) >> GPUCOSIM_PERF_Q1_POLLS_COUNT_SHIFT)
+#define GPUCOSIM_PERF_Q1_POLLS_COUNT_SET(x)      (((uint32_t)(x) << GPUCOSIM_PERF_Q1_POLLS_COUNT_SHIFT) & GPUCOSIM_PERF_Q1_POLLS_COUNT_MASK)
+
 /* VM_CAPS: VM capabilities. How this instance's MMU was built (spec/vm.py, docs/hardware.md "Virtual memory") */
 #define GPUCOSIM_VM_CAPS                         0x200u
 #define GPUCOSIM_VM_CAPS_RESET                   0x00000000u  /* every field the hardware drives: reads the device's state */

@@ -432,6 +432,24 @@ class PERF_PACKETS(Register):
     FIELDS = (COUNT,)
 
 
+class PERF_Q0_POLLS(Register):
+    """Queue 0 polls. The reads queue 0's WAIT_REG_MEMs made of memory, each counted as the bus takes it, whether its compare then held or not (a read that faults counts too). A queue parked in a poll that failed, while the other queue holds the CP, reads nothing: a driver that finds this counter and the queue's own progress still between two looks, the queue WAITING, knows the queue had no turn to poll since, and the poll it waits in was not found failing meanwhile."""
+    NAME = "PERF_Q0_POLLS"
+    ADDR = 0x140
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
+class PERF_Q1_POLLS(Register):
+    """Queue 1 polls. The reads queue 1's (CP_HQD1_*) WAIT_REG_MEMs made of memory, as PERF_Q0_POLLS counts queue 0's."""
+    NAME = "PERF_Q1_POLLS"
+    ADDR = 0x144
+    RESET = 0x00000000
+    COUNT = Field('COUNT', 0, 32, 'r', 'w')
+    FIELDS = (COUNT,)
+
+
 class VM_CAPS(Register):
     """VM capabilities. How this instance's MMU was built (spec/vm.py, docs/hardware.md "Virtual memory")."""
     NAME = "VM_CAPS"
@@ -961,6 +979,8 @@ REGISTERS: tuple[type[Register], ...] = (
     PERF_Q0_DWORDS_FETCHED,
     PERF_Q1_DWORDS_FETCHED,
     PERF_PACKETS,
+    PERF_Q0_POLLS,
+    PERF_Q1_POLLS,
     VM_CAPS,
     VM_INVALIDATE_REQ,
     VM_INVALIDATE_ADDR_LO,

@@ -94,6 +94,8 @@ REG_FIELDS = {
     'PERF_Q0_DWORDS_FETCHED': {'COUNT': (0, 32)},
     'PERF_Q1_DWORDS_FETCHED': {'COUNT': (0, 32)},
     'PERF_PACKETS': {'COUNT': (0, 32)},
+    'PERF_Q0_POLLS': {'COUNT': (0, 32)},
+    'PERF_Q1_POLLS': {'COUNT': (0, 32)},
     'VM_CAPS': {'LEVELS': (0, 4), 'VMIDS': (4, 5), 'TLB_LOG2': (12, 4)},
     'VM_INVALIDATE_REQ': {'PER_VMID': (0, 16), 'ALL_ADDR': (16, 1)},
     'VM_INVALIDATE_ADDR_LO': {'PAGE': (0, 32)},
@@ -221,6 +223,8 @@ class CSRBlock(wiring.Component):
             "perf_q1_dwords_fetched": In(32),
             "perf_packets_index": Out(3),
             "perf_packets": In(32),
+            "perf_q0_polls": In(32),
+            "perf_q1_polls": In(32),
             "vm_caps_levels": In(4),
             "vm_caps_vmids": In(5),
             "vm_caps_tlb_log2": In(4),
@@ -709,6 +713,12 @@ class CSRBlock(wiring.Component):
         wr_hits.append(0x134)  # (read-only: a write is ignored, as any register's)
         wr_hits.append(0x138)  # (read-only: a write is ignored, as any register's)
         wr_hits.append(0x13c)  # (read-only: a write is ignored, as any register's)
+
+        # PERF_Q0_POLLS @ 0x140: Queue 0 polls
+        wr_hits.append(0x140)
+
+        # PERF_Q1_POLLS @ 0x144: Queue 1 polls
+        wr_hits.append(0x144)
 
         # VM_CAPS @ 0x200: VM capabilities
         wr_hits.append(0x200)
@@ -1384,8 +1394,8 @@ class CSRBlock(wiring.Component):
             perf_packets_rd,  # 0x134
             perf_packets_rd,  # 0x138
             perf_packets_rd,  # 0x13c
-            None,  # 0x140
-            None,  # 0x144
+            self.perf_q0_polls,  # 0x140
+            self.perf_q1_polls,  # 0x144
             None,  # 0x148
             None,  # 0x14c
             None,  # 0x150
@@ -1817,7 +1827,7 @@ class CSRBlock(wiring.Component):
             None,  # 0x7f8
             None,  # 0x7fc
         ]
-        rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000000ffff030f01ff00ff073f, 512)
+        rd_hits = C(0x3f03ffff0f7fff0000ffffffffffff000000000000771f000000000003ffff030f01ff00ff073f, 512)
         m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),
                      bridge.rd_data.eq(one_hot_or(rd_index, rd_table))]
 

@@ -18,8 +18,6 @@ from .stuck import any_wait_holds, find_unsatisfied_poll, find_unsatisfied_wait
 
 log = get_logger("kmd")
 
-_WRM_INDEX = packets.WAIT_REG_MEM.index  # (PERF_PACKETS counts a WAIT_REG_MEM when it starts, once)
-
 
 class JobTimerMixin:
     """Kmd's job timer: has a ring moved, and what to do when it has not."""
@@ -52,11 +50,11 @@ class JobTimerMixin:
         m, ring, now = self.mmio, sched.ring, self.dev.now()
         own = tuple(m.read(r) for r in ring.PROGRESS)
         shared = tuple(m.read(r) for r in ring.SHARED_PROGRESS)
-        # the WAIT_REG_MEMs the CP started (both queues), for a queue that shares the CP: did
-        # the other queue start a poll since the last look (_other_held_cp)?
-        waits = m.read(regs.PERF_PACKETS, _WRM_INDEX) if self._cp_others(sched) else None
+        # the reads this queue's polls made (PERF_Q0/Q1_POLLS), for a queue that shares the CP:
+        # did it have a turn to poll since the last look (_may_be_parked)?
+        polls = m.read(ring.POLLS) if ring.POLLS is not None and self._cp_others(sched) else None
         before, since = sched.progress_mark, sched.marked_at
-        sched.progress_mark, sched.marked_at = (own, shared, waits), now
+        sched.progress_mark, sched.marked_at = (own, shared, polls), now
         if not before:  # the head job is new (or the ring was restarted): count from here
             sched.head_fetched = 0
         else:
@@ -74,15 +72,15 @@ class JobTimerMixin:
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
             unserved = moved and not others_idle  # queued behind the other queue's work
             if (not moved and ring.STATUS.WAITING.get(st) and not ring.STATUS.ERROR.get(st)
-                    and self._may_be_parked(sched, since, before[2] is not None and waits == before[2])):
+                    and self._may_be_parked(sched, before[2] is not None and polls == before[2])):
                 # Parked, not stuck: on the RTL a poll that failed parks its queue (WAITING
                 # stays 1) until the CP is its own again to poll once more, and queue 1, which
                 # outranks queue 0, keeps the CP while it can run. Here the queue did nothing
                 # since the last look and the shared counters moved, the other queue's work
                 # (a waiting queue moves none: its transfers ended before its poll began).
-                # The other queue (outranking it) having held the CP since the last look and
-                # a poll of its job holding in memory now (_may_be_parked), the
-                # queue waits for the CP, as a queue behind the other's work does: taken for
+                # The queue having made no poll read since the last look (PERF_Q0_POLLS: it had
+                # no turn to poll) and a poll of its job holding in memory now (_may_be_parked),
+                # it waits for the CP, as a queue behind the other's work does: taken for
                 # stuck, an innocent job polling a
                 # flag that was set while a client of HIGH priority (any client by default)
                 # kept queue 1 busy for a job timeout was reset with TIMEOUT, its context
@@ -112,65 +110,47 @@ class JobTimerMixin:
             sched.progress_at = now
         return moved
 
-    def _may_be_parked(self, sched: Scheduler, since: int, no_wait_started: bool) -> bool:
-        """May `sched`'s queue, polling, its own counters still since the last look (at
-        `since`) while the other CP queue's work moved the shared ones, be parked in a poll
-        that holds, waiting for the CP (not stuck)? Only a queue the other outranks
-        (ring.OUTRANKED: queue 0), only when the other queue kept the CP since the last look
-        (_other_held_cp, no WAIT_REG_MEM started meanwhile) and some poll of the job holds:
-        the queue had no turn to poll, and may be in that one.
-        Queue 1 is never parked behind queue 0 (it takes the CP back after one packet of
-        queue 0's): a hostile client's HIGH job in a poll that never holds after one that
-        does, its own normal jobs keeping queue 0 busy, held ring 1 for as long as they did,
-        every other HIGH client behind it
-        (test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works).
-        A job whose every poll holds at the look was parked whatever the other queue did
-        since the last one (the poll it is in passes once it polls again): a flag its client
-        set just before each look and cleared after, its queue polling (and failing) between
-        them, kept it so for ever (test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck).
-        Taken for stuck, an
-        innocent job parked in a poll released during a HIGH client's flood on queue 1, with a
-        later poll still to be released (by the CPU, after the flood), was reset with TIMEOUT
-        (tests/kmd_sched/test_kmd_queues.py
-        check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck,
-        on the RTL too).
-        Only while the other queue held the CP: a hostile job in a poll that never holds,
-        after one that does, would otherwise hold its ring for as long as the other queue had
-        a job now and then (a small one a job timeout), every client behind it waiting, where
-        its queue polled, and failed, between them
-        (test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll).
-        While the other queue holds the CP no job of this queue can run, so the job keeps no one
-        from the CP; once it lets go, the next look finds the job stuck. `no_wait_started`: no
-        WAIT_REG_MEM started on the CP since the last look (PERF_PACKETS; this queue's own
-        counters still, it started none): a poll of the other queue between the looks yields
-        the CP as one at the look does, and was not seen. A hostile client's HIGH job on
-        queue 1 polling a flag between the looks, released by the client just before each,
-        kept the job parked for as long as the client went on (117,703 cycles, 39 job
-        timeouts; tests/kmd_sched/test_kmd_queues.py
-        test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls_only_between_looks)."""
-        if not sched.ring.OUTRANKED or not no_wait_started or not self._other_held_cp(sched, since):
+    def _may_be_parked(self, sched: Scheduler, no_poll_made: bool) -> bool:
+        """May `sched`'s queue, polling, its own counters still since the last look while the
+        other CP queue's work moved the shared ones, be parked in a poll that holds, waiting
+        for the CP (not stuck)? Only a queue the other outranks (ring.OUTRANKED: queue 0),
+        only when it made no poll read since the last look (`no_poll_made`: its
+        PERF_Q0_POLLS still; a queue that has the CP polls every POLL_INTERVAL, one parked
+        behind the other queue's work reads nothing), and only when some poll of the job
+        holds in memory: the queue had no turn to poll, and may be in that one.
+
+        Taken for stuck, an innocent job parked in a poll released while a client of HIGH
+        priority (any client by default) kept queue 1 busy was reset with TIMEOUT, its
+        context guilty, a hang towards its file's ban (tests/kmd_sched/test_kmd_queues.py
+        check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, on the RTL),
+        with a later poll still to come too (..._with_a_later_poll_still_to_come_...). Until
+        the CP counted each queue's poll reads, the KMD inferred the turn from what it could
+        see, that queue 1 had been running at both looks with a job in its ring all along and
+        that no WAIT_REG_MEM had started on the CP since the last look (PERF_PACKETS): a poll
+        of queue 1 that fails yields the CP. But one that holds at once yields nothing, so a
+        HIGH client flooding queue 1 with jobs that each start one had an innocent parked job
+        reset (tests/kmd_sched/test_kmd_queues.py
+        test_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone), and
+        the rule kept growing terms for the ways a hostile client played with the looks. The
+        count is what the rule was after.
+
+        The polls that make the rule hold a hostile job: one stuck in a poll that never holds
+        after one that does is parked only while its queue makes no read, that is while queue 1
+        keeps the CP without a pause, in which no job of queue 0 can run anyway; the first
+        interval between two looks in which its queue polled, and failed, finds it stuck
+        (test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_it_poll,
+        ..._when_queue_1_polls_in_its_job, ..._when_queue_1_polls_only_between_looks,
+        test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck). A POLL_INTERVAL longer
+        than the job timeout leaves some intervals without a read, parked, but not all: each
+        read it makes is a look's worth of proof. Queue 1 is never parked behind queue 0 (it
+        takes the CP back after one packet of queue 0's): a hostile client's HIGH job in a
+        poll that never holds after one that does, its own normal jobs keeping queue 0 busy,
+        held ring 1 for as long as they did, every other HIGH client behind it
+        (test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works)."""
+        if not sched.ring.OUTRANKED or not no_poll_made:
             return False
         return self._polls_hold(sched) or any_wait_holds(
             self.mem32, sched.head_job().ibs, self.info.ib_levels, **self._job_access(sched.head_job()))
-
-    def _other_held_cp(self, sched: Scheduler, since: int) -> bool:
-        """Has the CP's other queue had the CP since `since`, as far as the KMD can tell: a job in
-        its ring all along (none finished with nothing behind it, Scheduler.filled_at), not
-        stopped, and at this look running (its STATUS neither idle, nor polling, nor stopped:
-        a polling queue yields the CP). A queue of higher priority runs whenever it can (one
-        packet of the other's at most in its way), so the other did not poll meanwhile but in
-        a poll of its own (the look sees only the present: a poll between two looks is seen
-        by the count of WAIT_REG_MEMs started, which _may_be_parked asks first)."""
-        others = self._cp_others(sched)
-        if not others:
-            return False
-        for s in others:
-            if not s.pending or s.filled_at >= since or s.stopped or s.error is not None:
-                return False
-            st = self.mmio.read(s.ring.STATUS)
-            if s.ring.STATUS.IDLE.get(st) or s.ring.STATUS.WAITING.get(st) or s.ring.STATUS.ERROR.get(st):
-                return False
-        return True
 
     def _cp_others(self, sched: Scheduler) -> list[Scheduler]:
         """The rings whose queue shares the CP with `sched`'s (the CP's other queue)."""
@@ -183,10 +163,9 @@ class JobTimerMixin:
 
     def _polls_hold(self, sched: Scheduler) -> bool:
         """Does every WAIT_REG_MEM of the head job hold in memory now (the timeout's diagnosis,
-        find_unsatisfied_wait, finds none that does not)? Then the queue, waiting, is parked
-        behind the CP's other queue, not stuck: the poll it is in passes once it polls again.
-        (A later poll that does not hold answers False: which poll the queue is in is not
-        known; _may_be_parked then asks whether the other queue held the CP.)"""
+        find_unsatisfied_wait, finds none that does not)? (A later poll that does not hold
+        answers False: which poll the queue is in is not known; _may_be_parked then asks
+        whether any holds.)"""
         job = sched.head_job()
         return job is not None and find_unsatisfied_wait(
             self.mem32, job.ibs, self.info.ib_levels, client_addr=job.client_addr,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class Ring:
     STATUS, RPTR, RPTR_SHIFT, POLL_PACKET = regs.STATUS, regs.RB_RPTR, 0, "WAIT_REG_MEM"
     FETCHED = regs.PERF_Q0_DWORDS_FETCHED
     PROGRESS: tuple = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED)
+    # the reads its WAIT_REG_MEMs made (PERF_Q0_POLLS): still between two looks, the queue had
+    # no turn to poll (Kmd._may_be_parked); None for an engine that does not share a parser
+    POLLS: Any = regs.PERF_Q0_POLLS
     SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
@@ -358,6 +361,7 @@ class HqdRing(Ring):
     STATUS, RPTR = regs.CP_HQD1_STATUS, regs.CP_HQD1_RB_RPTR
     FETCHED = regs.PERF_Q1_DWORDS_FETCHED
     PROGRESS = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED)
+    POLLS = regs.PERF_Q1_POLLS
     # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS;
     # it is the higher already, TEST_PRIORITY keeps it so)
     TEST_PRIORITY = {"Q0": 1, "Q1": 2}

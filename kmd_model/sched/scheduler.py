@@ -198,9 +198,6 @@ class Scheduler:
         # empty, the queue had nothing to run since then (Kmd._progressed asks it of the
         # other CP queue)
         self.busy_at = 0
-        # when a job last went into the ring while it was empty: with `pending` not empty, the
-        # ring has had a job in it at every moment since then (Kmd._other_held_cp)
-        self.filled_at = 0
         self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
 
     @property
@@ -362,7 +359,7 @@ class Scheduler:
             if not e.queue:
                 self._dequeue(e)
             if not self.pending:
-                self.progress_at = self.head_at = self.filled_at = self.kmd.dev.now()
+                self.progress_at = self.head_at = self.kmd.dev.now()
                 self.progress_mark = ()
             self.run_job(job)
             self.pending.append(job)

@@ -41,6 +41,7 @@ class SdmaRing(Ring):
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
     SHARED_PROGRESS = ()  # the engine's counters are its own
+    POLLS = None  # (never parked: it has the engine to itself)
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 
     def read_error(self) -> CpErrorState:

@@ -130,6 +130,13 @@ def drive(c):
     # each queue's part of `dwords` (PERF_Q0/Q1_DWORDS_FETCHED): the active queue `q` owns
     # every dword popped (one set of fetchers serves both queues, none pops in SWAP)
     q_dwords = [Signal(32, name=f"dwords_q{i}") for i in range(2)]
+    # each queue's poll reads (PERF_Q0/Q1_POLLS), counted as the bus takes them: the queue
+    # that asked is the active one (a poll is asked and taken in WRM_READ, never across a
+    # SWAP). What a job timer needs to tell a queue parked behind the other queue's work
+    # (no read since its last look) from one that polled and failed.
+    q_polls = [Signal(32, name=f"polls_q{i}") for i in range(2)]
+    polled = late(c.poll_taken & ~c.q, "polled_q0")
+    polled_q1 = late(c.poll_taken & c.q, "polled_q1")
     stalled = late(c.stall, "stalled")
     popped = late(c.pop & ~c.reparse, "popped")  # (a parked poll's packet counts once: queues.py)
     popped_q1 = late(c.pop & ~c.reparse & c.q, "popped_q1")
@@ -151,7 +158,7 @@ def drive(c):
                  csr.perf_packets.eq(Mux(csr.perf_packets_index == pk.DMA_DATA.index, dma_packets, bank.rd_data))]
     with m.If(csr.control_perf_clear):
         m.d.sync += [busy_cycles.eq(0), stall_cycles.eq(0), dwords.eq(0), dma_packets.eq(0),
-                     q_dwords[0].eq(0), q_dwords[1].eq(0)]
+                     q_dwords[0].eq(0), q_dwords[1].eq(0), q_polls[0].eq(0), q_polls[1].eq(0)]
     with m.Else():
         m.d.sync += [
             busy_cycles.eq(busy_cycles + ~idle),
@@ -159,10 +166,13 @@ def drive(c):
             dwords.eq(dwords + popped),
             q_dwords[0].eq(q_dwords[0] + (popped & ~popped_q1)),
             q_dwords[1].eq(q_dwords[1] + popped_q1),
+            q_polls[0].eq(q_polls[0] + polled),
+            q_polls[1].eq(q_polls[1] + polled_q1),
             dma_packets.eq(dma_packets + counted_dma),
         ]
     m.d.comb += [
         csr.perf_busy_cycles.eq(busy_cycles), csr.perf_stall_cycles.eq(stall_cycles),
         csr.perf_dwords_fetched.eq(dwords),
         csr.perf_q0_dwords_fetched.eq(q_dwords[0]), csr.perf_q1_dwords_fetched.eq(q_dwords[1]),
+        csr.perf_q0_polls.eq(q_polls[0]), csr.perf_q1_polls.eq(q_polls[1]),
     ]

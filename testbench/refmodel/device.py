@@ -133,6 +133,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             "PERF_DWORDS_FETCHED": lambda i: self._fetched & M32,
             "PERF_Q0_DWORDS_FETCHED": lambda i: (self._fetched - self._fetched_q1()) & M32,
             "PERF_Q1_DWORDS_FETCHED": lambda i: self._fetched_q1() & M32,
+            "PERF_Q0_POLLS": lambda i: (self._polls - self._polls_q1()) & M32,
+            "PERF_Q1_POLLS": lambda i: self._polls_q1() & M32,
             "PERF_DMA_BYTES_READ": lambda i: self._dma_read & M32,
             "PERF_DMA_BYTES_WRITTEN": lambda i: self._dma_written & M32,
             "PERF_DMA_BUSY_CYCLES": lambda i: self._dma_busy & M32,
@@ -474,11 +476,15 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         if self.sdma is not None:
             self.sdma.perf_clear()
         self._busy = self._stall = 0
-        self._fetched = 0
+        self._fetched = self._polls = 0
         if self._hq1 is not None:
-            self._hq1.fetched = 0
+            self._hq1.fetched = self._hq1.polls = 0
         self._dma_read = self._dma_written = self._dma_busy = 0
         self._packets = [0] * regs.PERF_PACKETS.ARRAY_LEN
+
+    def _polls_q1(self) -> int:
+        """The part of `_polls` queue 1's WAIT_REG_MEMs made (cp/queues.py counts it)."""
+        return self._hq1.polls if self._hq1 is not None else 0
 
     def _fetched_q1(self) -> int:
         """The part of `_fetched` queue 1 fetched (cp/queues.py counts it), 0 without it."""
@@ -562,6 +568,11 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
                         last = sw.deadline  # (the SDMA's last read is a move even if it fails)
                     if last >= t:
                         nxt = t + ((last - t) // x.interval + 1) * x.interval  # on its grid, after `last`
+                        if x is not sw:  # the skipped reads are reads all the same (PERF_Q0/Q1_POLLS)
+                            skipped = (nxt - t) // x.interval
+                            self._polls += skipped
+                            if x is w1:
+                                h1.polls += skipped  # type: ignore[union-attr]
                         x.next_poll = nxt if x is not sw or sw.deadline is None else min(nxt, sw.deadline)
                         continue
                 if x is sw:

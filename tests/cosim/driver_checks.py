@@ -300,6 +300,8 @@ ICARUS_SECONDS = {
     "contract_engines__check_priority_written_while_both_queues_have_work_and_a_fast_poll": 1.6,
     "contract_driver__check_count_0x3fff_is_the_one_dword_form_of_nop_alone": 8.7,  # (16 K writes: 42 K cycles)
     "contract_engines__check_doorbell_error_of_the_queue_not_running_is_taken_at_once": 3.5,
+    "contract_engines__check_poll_counters_count_each_queue_s_reads": 0.41,  # (one run, loaded)
+    "kmd_queues__check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone": 1.24,  # (one run)
     # (driver-writer-6: one Icarus session each, 64-bit bus, 6 December 2026, load average 5-6)
     "contract_csr__check_every_offset_answers_as_registers_md_lists": 0.73,  # (0.91, 0.56)
     "contract_csr__check_bits_no_field_names_read_0": 0.52,  # (0.40, 0.65)

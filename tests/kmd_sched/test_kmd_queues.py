@@ -16,6 +16,7 @@ import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxOp, CtxPriority, HwIp, Request,
                             ResetStatus)
+from spec import packets as pm4_spec
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
@@ -692,6 +693,41 @@ def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come
     assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
     return parked / t_out  # (job timeouts the flood lasted after A was set)
 
+def check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone(
+        dev, jobs: int = 4, fills: int = 1, fill: int = 16 << 10):
+    """As check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, the HIGH
+    client's flood on queue 1 now `jobs` jobs, each starting with a WAIT_REG_MEM that holds at
+    once (its flag set), then fills longer than the job timeout. The job timer took the
+    innocent job, parked in its released poll, for stuck: a poll of queue 1 that fails yields
+    the CP, so a WAIT_REG_MEM started on the CP since the last look (PERF_PACKETS) meant queue 0
+    may have had its turn, and one that holds at once yields nothing (the innocent job reset
+    with TIMEOUT, its context guilty, a hang towards its file's ban: what any client, HIGH by
+    default, could do to another). The timer now asks the queue's own poll reads
+    (PERF_Q0_POLLS): still since the last look, it had no turn."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    good, evil = Client(), Client()
+    per_job = len(pm4.wait_reg_mem(0, 1, 1, "EQ")) + len(pm4.dma_data(0, 0, 4)) * fills
+    ib_bytes = -(-per_job * 4 // 0x100) * 0x100
+    dst = 0x5000 + -(-(ib_bytes * jobs) // 0x1000) * 0x1000
+    gbo, ebo = good.bo(0x4000), evil.bo(dst + fill)
+    ehi = new_ctx(evil, CtxPriority.HIGH)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16)
+                            + pm4.write_data(gbo.addr + 0x10, [0x600D]), 0x100))
+    gjob = kmd.sched.pending[0]
+    seqnos = []
+    for j in range(jobs):  # (the first job's poll is what starts the flood; the others' hold at once)
+        words = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+        for k in range(fills):
+            words += pm4.dma_data(ebo.addr + dst, 0x0F100D00 + j * fills + k, fill, src_sel="DATA", cp_sync=1)
+        seqnos.append(evil.submit(evil.ib(ebo, words, 0x5000 + j * ib_bytes), ctx=ehi))
+    waits = kmd.mmio.read(regs.PERF_PACKETS, pm4_spec.WAIT_REG_MEM.index)
+    _release_the_flood_then_the_poll(kmd, ebo, gbo)
+    assert evil.wait(seqnos[-1], 4_000_000, ehi) and ebo.u32[(dst + fill) // 4 - 1] == 0x0F100D00 + jobs * fills - 1
+    assert kmd.mmio.read(regs.PERF_PACKETS, pm4_spec.WAIT_REG_MEM.index) - waits >= jobs - 1, "the flood's later polls started"
+    assert good.wait(g, 2_000_000) and gbo.u32[4] == 0x600D and gjob.runs == 1, kmd.recovery_log
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), kmd.recovery_log
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
 CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rings_gpu_side,
           check_amd_queue_reset_malformed, check_amd_queue_reset_hang, check_amd_queue_reset_bus_error,
           check_gem_reset_stats_innocent_work_on_the_reset_ring_is_resubmitted,
@@ -708,7 +744,8 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_queue_0_reset_while_the_sdma_copies_stays_a_queue_reset,
           check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset,
           check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
-          check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck]
+          check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come_is_not_taken_for_stuck,
+          check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone]
 
 
 @pytest.mark.parametrize("sdma_engine", [True, False], ids=["sdma", "no_sdma"])
@@ -859,6 +896,12 @@ def test_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck():
     """The check on a model whose CP runs a packet a cycle and whose queue 0 polls again only
     when queue 1 lets it, as the RTL's: the flood some 40,000 cycles, the job timeout 3,000."""
     check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(ParkedPolls(), 40_000, 64)
+
+
+def test_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone():
+    """The check on the model that parks as the RTL does (a packet a cycle): four HIGH jobs of
+    10,000 fills each, each job's poll holding at once, the job timeout 3,000."""
+    check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone(ParkedPolls(), 4, 10_000, 64)
 
 
 def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
@@ -1396,9 +1439,10 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     learn its phase), so queue 1 is running at every look and polling between them, where queue
     0 polls B, and fails, every 16 cycles. The job was taken as parked at every look and held
     ring 0 for as long as the client kept this up (120,000 cycles, 40 job timeouts, in this
-    test), an innocent job behind it never run, where its timeout bounds it. The look now
-    also asks whether any WAIT_REG_MEM started since the last one (PERF_PACKETS): queue 1's
-    poll of its flag did, and the hostile job is reset by its timeout."""
+    test), an innocent job behind it never run, where its timeout bounds it. The look asked
+    next whether any WAIT_REG_MEM started since the last one (PERF_PACKETS), and now asks
+    whether queue 0 made a poll read (PERF_Q0_POLLS): it polled B between the looks, and the
+    hostile job is reset by its timeout."""
     t_out, rounds = 3_000, 40
     kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
     bad, behind = Client(), Client()
@@ -1509,39 +1553,6 @@ def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
     for r in runs:
         assert bad.wait(r, 1 << 20, ctx=hi)
     assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0), kmd.recovery_log
-
-
-def test_the_other_queue_held_the_cp_only_if_it_ran_from_before_the_look_to_this_one():
-    """JobTimerMixin._other_held_cp, the parked rule's question about the CP's other queue
-    (queue 1 here, for queue 0's job): a queue 1 job running a long fill since before the
-    last look held the CP; the same queue in a poll that does not hold at this look did not
-    (a polling queue yields the CP), nor did one whose job came in at the very cycle of the
-    last look (Scheduler.filled_at >= since: it may have come after the look)."""
-    kmd = kmd_model.bind(OnePacketACycle(), job_timeout=1_000_000)
-    evil = Client()
-    ebo = evil.bo(0x40_000)
-    ehi = new_ctx(evil, CtxPriority.HIGH)
-    flag = ebo.addr + 0x3000
-    words = []
-    for k in range(4_000):  # (a packet a cycle: some 4,000 cycles)
-        words += pm4.dma_data(ebo.addr + 0x38_000, 0x0F100D00 + k, 64, src_sel="DATA")
-    words += pm4.wait_reg_mem(flag, 1, 1, "EQ", poll_interval=4)
-    f = evil.submit(evil.ib(ebo, words, 0x5000), ctx=ehi)
-    q0, q1 = kmd.sched, kmd.hqd_sched
-    assert q1.pending and q1.ring is not q0.ring
-    filled = q1.filled_at
-    assert not kmd._other_held_cp(q0, filled)  # came in at the look's cycle: not all along
-    kmd.dev.delay(200)
-    st = kmd.mmio.read(q1.ring.STATUS)
-    assert not (q1.ring.STATUS.IDLE.get(st) or q1.ring.STATUS.WAITING.get(st)), hex(st)
-    assert kmd._other_held_cp(q0, filled + 1)  # running since before the look: it held the CP
-    deadline = kmd.dev.now() + 2_000_000
-    while not q1.ring.STATUS.WAITING.get(kmd.mmio.read(q1.ring.STATUS)) and kmd.dev.now() < deadline:
-        kmd.dev.delay(64)
-    assert q1.pending and q1.ring.STATUS.WAITING.get(kmd.mmio.read(q1.ring.STATUS))
-    assert not kmd._other_held_cp(q0, filled + 1)  # in a poll that does not hold: it yields the CP
-    ebo.u32[0x3000 // 4] = 1
-    assert evil.wait(f, 2_000_000, ehi)
 
 
 def test_an_unchecked_job_parked_behind_queue_1_s_jobs_is_not_reset_for_the_time_it_was_parked():

@@ -178,7 +178,7 @@ def check_probe_and_scratch(dev, data_width: int, seed: int) -> None:
 def check_unmapped_access(dev) -> None:
     """Unmapped offsets answer DECERR: reads return no data, writes change nothing."""
     io = Mmio(dev)
-    for off in (0x0F00, 0x01C, 0x140, 0xFFFC):
+    for off in (0x0F00, 0x01C, 0x148, 0xFFFC):
         try:
             dev.mmio_read32(off)
         except BusError as e:

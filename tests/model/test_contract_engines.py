@@ -1398,6 +1398,66 @@ def check_doorbell_error_of_the_queue_not_running_is_taken_at_once(dev):
     expect_error(q1, ih, "DOORBELL_BACKWARDS", "RING", 0, 1, 2)
 
 
+def check_poll_counters_count_each_queue_s_reads(dev):
+    """PERF_Q0_POLLS / PERF_Q1_POLLS count the reads each queue's WAIT_REG_MEMs make: a queue
+    polling alone reads every POLL_INTERVAL cycles or so (at most one read per interval),
+    the other queue's counter still; a poll that holds at once is one read; a read that
+    faults counts too; CONTROL.PERF_CLEAR zeroes both. And on the RTL a queue 0 parked in
+    its failed poll while queue 1, which outranks it, keeps the CP reads nothing until queue
+    1 lets go (the reference model polls on its grid whatever the other queue does): what a
+    job timer needs to tell "had no turn" from "polled and failed"."""
+    g, q0, ih = bring_up(dev, ring_log2=8)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    g.set("CP_QUEUE_PRIORITY", Q0=1, Q1=2)
+    flag, big = OUT + 0x40, OUT + 0x1000
+    g.w32(flag, [0])
+    g.set("CONTROL", PERF_CLEAR=1)
+    assert (g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")) == (0, 0)
+    interval = 8
+    q0.submit(wait_mem(flag, 1, 1, "EQ", interval=interval), write_data(OUT, [0xA0]))
+    g.waiting()
+    a = g.read("PERF_Q0_POLLS")
+    g.dev.delay(800)
+    n = g.read("PERF_Q0_POLLS") - a
+    assert 800 // (interval + 64) <= n <= 800 // interval + 1, f"queue 0 alone polling every {interval}: {n} reads"
+    assert g.read("PERF_Q1_POLLS") == 0, "queue 1 made no poll"
+    # queue 1's long stream of fills, each waited for by the CP (CP_SYNC): on the RTL queue 0,
+    # parked, reads nothing while queue 1 can run
+    fills = [dma_data(big + 0x400 * k, 0x5A5A0000 + k, 0x400, SRC_SEL="DATA", CP_SYNC=1) for k in range(8)]
+    q1.submit(*fills)
+    rtl = g.dev.name != "model"  # (the model's CP runs a finite stream at once)
+    if rtl:
+        g.until(lambda: g.field("CP_HQD1_STATUS", "IDLE") == 0, "queue 1 runs", cycles=2000, step=4)
+    g.dev.delay(64)  # (a read of queue 0's already on its way when queue 1 came is counted)
+    a = g.read("PERF_Q0_POLLS")
+    g.dev.delay(400)
+    busy = g.field("CP_HQD1_STATUS", "IDLE") == 0
+    n = g.read("PERF_Q0_POLLS") - a
+    if rtl:
+        assert busy, "queue 1's fills took less than 400 cycles: the check measures nothing"
+        assert n == 0, f"queue 0, parked behind queue 1's fills, read {n} times"
+    else:
+        assert n > 0, "the reference model's queue 0 polls on its grid"
+    g.idle("CP_HQD1_STATUS", cycles=100000)
+    assert g.r32(big + 0x400 * 7 + 0x3FC) == 0x5A5A0007
+    assert g.read("PERF_Q1_POLLS") == 0, "queue 1's fills made no poll"
+    g.w32(flag, [1])
+    g.idle()
+    assert g.r32(OUT) == 0xA0
+    # a poll that holds at once: one read, of queue 1's
+    a0, a1 = g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")
+    q1.run(wait_mem(flag, 1, 1, "EQ", interval=interval), write_data(OUT + 4, [0xA1]))
+    assert g.r32(OUT + 4) == 0xA1
+    assert (g.read("PERF_Q0_POLLS") - a0, g.read("PERF_Q1_POLLS") - a1) == (0, 1)
+    g.set("CONTROL", PERF_CLEAR=1)
+    assert (g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")) == (0, 0)
+    # a read that faults (beyond memory: DECERR) is a read all the same
+    bad = 0x1000_0000
+    at = q0.wptr
+    q0.submit(wait_mem(bad, 1, 1, "EQ"))
+    g.idle()
+    expect_error(q0, ih, "BUS_DECERR", "RING", pm4_packets()["WAIT_REG_MEM"].opcode, bad, at % q0.size)
+    assert (g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")) == (1, 0)
 def check_ih_entry_of_every_source_fills_its_fields_alone(dev):
     """docs/hardware.md's IH entry table, for every source at its widest values: an EOP of
     queue 1 from an IB of VMID 15 (INT_CTXID, DATA_LO, DATA_HI and an ADDR_LO dword of all
@@ -1493,7 +1553,7 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_dma_raw_wait_and_reads_after_earlier_writes,
           check_priority_written_while_both_queues_have_work_and_a_fast_poll,
           check_doorbell_error_of_the_queue_not_running_is_taken_at_once,
-          check_ih_entry_of_every_source_fills_its_fields_alone]
+          check_ih_entry_of_every_source_fills_its_fields_alone, check_poll_counters_count_each_queue_s_reads]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -356,6 +356,7 @@ class CommandProcessor:
         vmid = self._vmid if level else 0
         pa = self._phys_span(vmid, addr, 4, _READ)
         if pa >= 0 and compare(self._mv[pa >> 2] & msk, ref):
+            self._polls += 1  # (its one read: PERF_Q0/Q1_POLLS)
             self._complete(level, n)  # the first poll, at once, holds
             return
         self._wait = _Wait(addr, ref, msk, compare, max(1, _get(p, _WRM_POLL)), self._t, level,
@@ -370,6 +371,8 @@ class CommandProcessor:
         # every poll is translated, but for an address beyond the bus's 48 bits: the CP
         # answers that BUS_DECERR itself, translated or not (rtl/cp/pm4/wait_reg_mem.py)
         pa, why = (w.addr, None) if w.addr >> ADDR_BITS else self._mmu.translate(w.vmid, w.addr, _READ)
+        if not w.addr >> ADDR_BITS:
+            self._polls += 1  # PERF_Q0/Q1_POLLS: a read the bus takes (one beyond it is none)
         if why is not None:
             self._wait = None
             raise _vm_fault(w.addr, _READ, w.vmid, why)

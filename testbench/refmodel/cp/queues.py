@@ -43,7 +43,7 @@ class _Active:
     and getattr/setattr: the model runs it at every packet of queue 1 and every poll it
     makes, and the generator's swap was a quarter of the time of a test of the two queues."""
 
-    __slots__ = ("q", "before")
+    __slots__ = ("q", "before", "before_polls")
 
     def __init__(self, q: "CpQueue1"):
         self.q = q
@@ -55,10 +55,11 @@ class _Active:
 
     def __enter__(self) -> None:
         self._swap()
-        self.before = self.q.m._fetched
+        self.before, self.before_polls = self.q.m._fetched, self.q.m._polls
 
     def __exit__(self, *exc: object) -> None:
         self.q.fetched += self.q.m._fetched - self.before
+        self.q.polls += self.q.m._polls - self.before_polls
         self._swap()
 
 
@@ -72,6 +73,7 @@ class CpQueue1:
         # the dwords the CP fetched for this queue (PERF_Q1_DWORDS_FETCHED): what the CP's
         # `_fetched` grew by while this queue's state was in place (`active`)
         self.fetched = 0
+        self.polls = 0  # its WAIT_REG_MEMs' reads (PERF_Q1_POLLS), counted as `fetched` is
         self.sync()
 
     def active(self) -> "_Active":
