@@ -238,6 +238,15 @@ class Gpu:
     def field(self, reg: str, field: str, i: int = 0) -> int:
         return self.regs[reg].fields[field].get(self.read(reg, i))
 
+    def timestamp(self) -> int:
+        """TIMESTAMP as hardware.md says to read it: HI, LO, then HI again, and again if HI
+        changed (nothing latches HI when LO is read)."""
+        while True:
+            hi = self.read("TIMESTAMP_HI")
+            lo = self.read("TIMESTAMP_LO")
+            if self.read("TIMESTAMP_HI") == hi:
+                return hi << 32 | lo
+
     def w32(self, addr: int, values) -> None:
         for k, v in enumerate(values):
             self.dev.mem[addr + 4 * k:addr + 4 * k + 4] = list(int(v & 0xFFFF_FFFF).to_bytes(4, "little"))

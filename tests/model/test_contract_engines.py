@@ -1477,14 +1477,7 @@ def check_ih_entry_of_every_source_fills_its_fields_alone(dev):
     s = SdmaRing(g, SRING, 6)
     P, S = pm4_packets(), sdma_packets()
 
-    def clock():
-        while True:
-            hi = g.read("TIMESTAMP_HI")
-            lo = g.read("TIMESTAMP_LO")
-            if g.read("TIMESTAMP_HI") == hi:
-                return hi << 32 | lo
-
-    t0 = clock()
+    t0 = g.timestamp()
     got = []
     far = 0xFFFF_FFFF_FFFF_FFFC
     body = release_mem(far, (1 << 64) - 1, DATA_SEL="NONE", INT_SEL="SEND_INT", INT_CTXID=M32) + \
@@ -1523,7 +1516,7 @@ def check_ih_entry_of_every_source_fills_its_fields_alone(dev):
                                       "CODE": g.err["ILLEGAL_OPCODE"]}
     got += [("SDMA_ERROR", 0, 6, [sdma_error, IB1, 0, 0])]
     g.until(lambda: g.read("IH_WPTR") == 32 * len(got), f"{len(got)} entries")
-    t1 = clock()
+    t1 = g.timestamp()
     fields, _ = ih_entry()
     named = [sum(f.mask for f in fields.values() if f.dword == d) for d in range(8)]
     last = t0
