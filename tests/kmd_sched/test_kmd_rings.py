@@ -328,6 +328,7 @@ def test_an_sdma_timeout_is_counted_reported_and_announced():
     assert kmd.stats["job_timeouts"] == 1 and kmd.stats["queue_resets"] == 1
     errs = rec.of("gpu_error")
     assert len(errs) == 1 and errs[0]["info"] == info and errs[0]["state"] is None and errs[0]["job"].seq == bad
+    assert errs[0]["ring"] == "sdma0"  # (which ring's job: an observer tells the SDMA's from the gfx ring's)
     assert rec.of("reset") == [{"resubmitted": 1, "ring": "sdma0"}]
 
 
@@ -374,6 +375,8 @@ def test_a_lost_doorbell_times_out_as_an_engine_that_is_not_polling():
         c.wait(seq, 1_000_000)
     assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
     assert f"the SDMA engine busy at RING (SDMA_STATUS {kmd.mmio.read(regs.SDMA_STATUS):#x})" in ei.value.message and ei.value.info.level == "RING"
+    info = ei.value.info  # not polling: no packet named, no place in an IB
+    assert (info.opcode, info.opcode_name, info.offset, info.addr) == (0, None, 0, 0), info
     assert kmd.stats["job_timeouts"] == 1 and kmd.recovery_log == [("sdma0", "timeout"), ("sdma0", "queue_reset")]
 
 
@@ -1046,4 +1049,58 @@ def test_files_that_keep_every_vmid_busy_do_not_keep_another_files_job_out():
         for seq, flag in jobs[i]:
             bos[i].u32[flag // 4] = 1
             assert h.wait(seq)
+    assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("order", ["gfx_first", "sdma_first"])
+def test_vms_waiting_for_a_vmid_are_served_first_come_first_served(order):
+    """Two files find every VMID busy, one after the other: the drained VMID goes to the one
+    that asked first, whichever ring its job is on and whichever job the driver tries first
+    when the VMID goes idle; the other keeps its place and waits on. A waiter is forgotten
+    only when it has a VMID, is closed, or has not asked for a job timeout: one that keeps
+    asking keeps its place however long the device has been up."""
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=20_000)
+    hs = [Client() for _ in kmd.vmids.ids]
+    bos = [h.bo(0x10000) for h in hs]
+    seqs = [h.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x8000, 1, 0xFFFF_FFFF, "EQ", interval=1)))
+            for h, bo in zip(hs, bos)]
+    kmd.dev.delay(12_000)  # (past half a job timeout, short of a timeout of the jobs that hold the VMIDs)
+    first, second = Client(), Client()
+    fb, sb = first.bo(0x1000), second.bo(0x1000)
+    # each asker's job waits for its flag, then writes: its VMID stays busy until the test lets it go
+    gfx = lambda c, b: c.submit(c.ib(b, pm4.wait_reg_mem(b.addr + 0x400, 1, 1, "EQ")  # noqa: E731
+                                     + pm4.write_data(b.addr + 0x800, [0x77]), 0x100))
+    dma = lambda c, b: c.submit(sdma_ib(b, sdma.poll_regmem(b.addr + 0x400, 1, 1, "EQ", interval=1)  # noqa: E731
+                                        + sdma.write_linear(b.addr + 0x800, [0x77])))
+    # the first asker's job on the ring the driver tries second
+    f_seq = (dma if order == "gfx_first" else gfx)(first, fb)
+    kmd.dev.delay(2_000)
+    s_seq = (gfx if order == "gfx_first" else dma)(second, sb)
+    vmids = kmd.vmids
+    assert list(vmids.waiting) == [first.f.vm, second.f.vm] and vmids.drain is not None
+    drained = vmids.drain
+    i = next(k for k, h in enumerate(hs) if h.f.vm.vmid == drained)
+    given = []  # (VM, VMID) of each grab that gave one, in order
+    grab = vmids.grab
+
+    def recorded(vm, *a, **kw):
+        n = grab(vm, *a, **kw)
+        if n is not None:
+            given.append((vm, n))
+        return n
+
+    vmids.grab = recorded
+    bos[i].u32[0x8000 // 4] = 1  # the drained VMID's job ends: the VMID goes idle, to the first asker
+    assert hs[i].wait(seqs[i])
+    mine = [(vm, n) for vm, n in given if vm in (first.f.vm, second.f.vm)]
+    assert mine and mine[0] == (first.f.vm, drained), "the second asker passed the first"
+    # the VMID is the first asker's now, not drained any more: its next job would run with it
+    # at once, while the second asker still waits (a VMID drained for it is another)
+    assert list(vmids.waiting) == [second.f.vm] and vmids.drain != drained
+    assert grab(first.f.vm) == drained
+    for k, h in enumerate(hs):  # (the SDMA ring runs its jobs in order: the others end too)
+        bos[k].u32[0x8000 // 4] = 1
+        assert h.wait(seqs[k])
+    fb.u32[0x100] = sb.u32[0x100] = 1
+    assert first.wait(f_seq) and second.wait(s_seq) and fb.u32[0x200] == sb.u32[0x200] == 0x77
     assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)

@@ -18,6 +18,7 @@ import kmd_model
 from kmd_model import regs
 from kmd_model.uapi import (CsChunkIb, CtxArgs, CtxOp, CtxPriority, GemCreateArgs, GemMmapArgs, GemVaArgs, Request,
                             ResetStatus, VaOp)
+from spec import packets as pm4_spec
 from spec import pm4
 from testbench.refmodel import RefModel
 
@@ -261,7 +262,9 @@ def test_timeouts_say_what_the_cp_was_doing():
         c.wait(seq, 1_000_000, ctx2)
     assert re.fullmatch(r"WAIT_CS: job 0x1 timed out on gfx: no progress for \d+ cycles, CP queue 0 polling in a WAIT_REG_MEM, "
                         rf"context {ctx2}", ei.value.message), ei.value.message
-    assert ei.value.info.opcode_name == "WAIT_REG_MEM"
+    info = ei.value.info  # polling in a WAIT_REG_MEM the diagnosis did not find: its kind, no place
+    assert (info.opcode, info.opcode_name, info.offset, info.addr, info.level) == \
+        (pm4_spec.WAIT_REG_MEM.opcode, "WAIT_REG_MEM", 0, 0, "IB1"), info
     # neither: a CP held by CONTROL.HALT before the job's IB; the message says where it is
     # and the STATUS it read
     kmd.mmio.write_fields(regs.CONTROL, HALT=1)

@@ -189,10 +189,31 @@ def test_an_sdma_job_of_polls_that_give_up_one_by_one_is_reset_after_the_time_ru
         h.wait(seq)
     e = ei.value
     assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT", e
-    assert re.fullmatch(r"WAIT_CS: job 0x1 timed out on sdma0: ran \d+ cycles \(the SDMA ring is not checked\), "
-                        r"more than 8 job timeouts, .*", e.message), e.message
+    m = re.fullmatch(r"WAIT_CS: job 0x1 timed out on sdma0: ran (\d+) cycles \(the SDMA ring is not checked\), "
+                     r"more than 8 job timeouts, .*", e.message)
+    assert m and 8 * jt <= int(m.group(1)) < 10 * jt, e.message  # (the job's own cycles, from the head of its ring)
     assert kmd.stats["job_timeouts"] == 1
     assert victim.run(vbo, pm4.write_data(vbo.addr + 0x200, [6])) and vbo.u32[0x80] == 6  # the driver runs on
+
+
+def test_the_sdma_time_rule_counts_a_job_s_own_cycles_not_the_device_s():
+    """The time rule bounds an SDMA job by the cycles since it reached the head of its ring,
+    whatever the device's clock reads: an honest job of polls that give up, some 4 job
+    timeouts of progress against a limit of 8, started after the device has been up for 40
+    job timeouts, runs to its end (counted from the device's start, or with the start added
+    instead of taken away, it would be reset at the timer's first look)."""
+    jt = 5_000
+    kmd = kmd_model.bind(RefModel(), job_timeout=jt, fallback_poll=1_000, unchecked_job_timeouts=8)
+    c = Client()
+    bo = c.bo(0x10000)
+    kmd.dev.delay(40 * jt)
+    words = [w for _ in range(8) for w in sdma.poll_regmem(bo.addr + 0xF000, 1, 0xFFFF_FFFF, "EQ",
+                                                           interval=10, retry_count=15)]
+    t0 = kmd.dev.now()
+    seq = c.submit(sdma_ib(bo, words + sdma.fence(bo.addr + 0x100, 9)))
+    assert c.wait(seq, 100 * jt) and bo.u32[0x40] == 9
+    assert 3 * jt <= kmd.dev.now() - t0 < 8 * jt  # (it ran several job timeouts: the rule's looks came)
+    assert kmd.stats["job_timeouts"] == 0 and kmd.recovery_log == []
 
 
 
