@@ -1195,6 +1195,42 @@ def check_timestamp_runs_on_through_perf_clear_and_soft_reset(dev):
     assert t0 <= t1 <= t2 and t3 - t2 >= 10, (t0, t1, t2, t3)
 
 
+def check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted(dev):
+    """CONTROL.SOFT_RESET resets the SDMA queue (pointers, error) and, SDMA_CNTL being a
+    control register it does not write, leaves its HALT and TRAP_ENABLE as they were
+    (docs/hardware.md, registers.md): a halted SDMA is still halted after the reset (its
+    STATUS reads HALTED and IDLE), takes a doorbell and runs nothing until HALT is cleared, and
+    its TRAP still raises an entry. (CONTROL.HALT is written by the reset's own write.)"""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.run(sdma("FENCE", DATA=0x1, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    assert g.fields("SDMA_CNTL") == {"QUEUE_RESET": 0, "HALT": 1, "TRAP_ENABLE": 1}, g.fields("SDMA_CNTL")
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], st["ERROR"], g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR")) == (1, 1, 0, 0, 0), st
+    assert g.fields("CONTROL")["HALT"] == 0
+    s.wptr = 0
+    ih.rptr = 0
+    g.write("IH_RPTR", 0)
+    s.submit(sdma("FENCE", DATA=0x2, **lo_hi("ADDR", OUT + 4, 2)), sdma("TRAP", INT_CONTEXT=0x77))
+    g.dev.delay(300)
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], g.read("SDMA_RB_WPTR"), g.read("SDMA_RB_RPTR")) == (1, 0, s.wptr, 0), st
+    assert g.r32(OUT + 4) == 0 and g.read("IH_WPTR") == 0, "the halted SDMA ran nothing"
+    ring.wptr = 0
+    ring.run(write_data(OUT + 8, [0x3]))
+    assert g.r32(OUT + 8) == 0x3, "the CP runs beside the halted SDMA"
+    g.set("SDMA_CNTL", HALT=0, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 4) == 0x2
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP's entry")
+    assert (ih.source(e), e["DATA0"]) == ("SDMA_TRAP", 0x77), e
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1211,7 +1247,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
           check_ih_ring_moved_and_resized_keeps_its_pointers,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
-          check_timestamp_runs_on_through_perf_clear_and_soft_reset]
+          check_timestamp_runs_on_through_perf_clear_and_soft_reset,
+          check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

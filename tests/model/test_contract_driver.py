@@ -1047,6 +1047,37 @@ def check_ih_entry_write_refused_in_its_middle(dev):
         dev.mem_model.configure(error_window=None)
 
 
+def check_poll_interval_0_acts_as_1_and_counts_from_each_answer(dev):
+    """WAIT_REG_MEM's POLL_INTERVAL 0 acts as 1 (docs/hardware.md, packets.md): the wait polls
+    back to back, about as often as with 1, and finishes when the value comes; the CP's
+    interval runs from each read's answer to the next read's request, so on the RTL reads are
+    POLL_INTERVAL plus the read's latency apart (PERF_Q0_POLLS over a TIMESTAMP-measured
+    window stays at most one more than the window / (interval + 3)), where the reference
+    model, without latency, reads every interval."""
+    g, ring, ih = bring_up(dev)
+    flag = OUT + 0x40
+    rtl = dev.name != "model"
+    counts = {}
+    for k, iv in enumerate((0, 1, 4, 30)):
+        g.w32(flag, [0])
+        ring.submit(wait_mem(flag, 1, 1, "EQ", interval=iv), write_data(OUT + 4 * k, [0x100 + iv]))
+        g.waiting()
+        t0 = g.timestamp()
+        a = g.read("PERF_Q0_POLLS")
+        g.dev.delay(600)
+        n = g.read("PERF_Q0_POLLS") - a
+        t = g.timestamp() - t0
+        counts[iv] = n
+        period = max(1, iv) + (3 if rtl else 0)
+        assert 1 <= n <= t // period + 1, f"POLL_INTERVAL {iv}: {n} reads in {t} cycles, one per {period} at most"
+        assert g.fields("STATUS")["WAITING"] == 1 and g.r32(OUT + 4 * k) == 0
+        g.w32(flag, [1])
+        g.idle()
+        assert g.r32(OUT + 4 * k) == 0x100 + iv, f"POLL_INTERVAL {iv}: the wait ended"
+    assert abs(counts[0] - counts[1]) <= max(2, counts[1] // 4), f"0 acts as 1: {counts}"
+    assert counts[0] > 2 * counts[30], counts
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1058,7 +1089,7 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_slverr_and_decerr_inside_memory_for_every_access,
           check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
           check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
-          check_ih_entry_write_refused_in_its_middle]
+          check_ih_entry_write_refused_in_its_middle, check_poll_interval_0_acts_as_1_and_counts_from_each_answer]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
