@@ -1231,6 +1231,41 @@ def check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted(dev):
     assert (ih.source(e), e["DATA0"]) == ("SDMA_TRAP", 0x77), e
 
 
+def check_counters_survive_every_reset_but_perf_clear(dev):
+    """The PERF_* counters are cleared by CONTROL.PERF_CLEAR only (docs/hardware.md, Errors):
+    CP_QUEUE_RESET of both queues, SDMA_CNTL.QUEUE_RESET and CONTROL.SOFT_RESET leave every
+    counter of events as it was (packets, dwords, bytes, polls, the TLB's), and the counters
+    of time go on from where they were, never back."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("CONTROL", PERF_CLEAR=1)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    flag = OUT + 0x10
+    g.w32(flag, [1])
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1), wait_mem(flag, 1, 1, "EQ"))
+    q1.run(write_data(OUT, [2]), wait_mem(flag, 1, 1, "EQ"))
+    s.run(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+          sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=0xFFF, INTERVAL=1))
+    perf = [(r.name, i) for r in g.regs.values() if r.name.startswith("PERF_") for i in range(r.count)]
+    time = {"PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_DMA_BUSY_CYCLES", "PERF_SDMA_BUSY_CYCLES",
+            "PERF_WALK_CYCLES"}
+    before = {k: g.read(*k) for k in perf}
+    assert before[("PERF_Q0_POLLS", 0)] == before[("PERF_Q1_POLLS", 0)] == 1 and before[("PERF_SDMA_BYTES_WRITTEN", 0)] == 64
+    for reg, fields in (("CP_QUEUE_RESET", {"Q0": 1, "Q1": 1}), ("SDMA_CNTL", {"QUEUE_RESET": 1}),
+                        ("CONTROL", {"SOFT_RESET": 1})):
+        g.set(reg, **fields)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        after = {k: g.read(*k) for k in perf}
+        changed = {f"{n}[{i}]": (before[(n, i)], v) for (n, i), v in after.items()
+                   if (v < before[(n, i)] if n in time else v != before[(n, i)])}
+        assert not changed, f"{reg} {fields} changed the counters: {changed}"
+        before = after
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1248,7 +1283,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ih_ring_moved_and_resized_keeps_its_pointers,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
           check_timestamp_runs_on_through_perf_clear_and_soft_reset,
-          check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted]
+          check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
+          check_counters_survive_every_reset_but_perf_clear]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
