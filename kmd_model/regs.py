@@ -529,7 +529,7 @@ class VM_FAULT_ADDR_HI(Register):
 
 
 class PERF_TLB_HITS(Register):
-    """TLB hits. Translations the TLB answered (VMIDs with translation enabled)."""
+    """TLB hits. Translations the TLB answered that passed (VMIDs with translation enabled): a kept leaf that lacks what the access needs (a PERMISSION fault from the TLB) counts here no more than in PERF_TLB_MISSES, and neither does a RANGE fault, which looks nothing up."""
     NAME = "PERF_TLB_HITS"
     ADDR = 0x230
     RESET = 0x00000000
@@ -538,7 +538,7 @@ class PERF_TLB_HITS(Register):
 
 
 class PERF_TLB_MISSES(Register):
-    """TLB misses. Translations that walked the page tables."""
+    """TLB misses. Translations that walked the page tables, whatever the walk found: one ending in a fault counts too, and as a failed translation is never kept in the TLB, each access of a page that faults so walks, and counts, again."""
     NAME = "PERF_TLB_MISSES"
     ADDR = 0x234
     RESET = 0x00000000

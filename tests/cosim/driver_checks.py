@@ -324,6 +324,7 @@ ICARUS_SECONDS = {
     "contract_control__check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted": 0.10,
     "contract_driver__check_a_transfer_whose_reads_and_writes_both_fail_reports_one": 0.20,
     "contract_control__check_counters_survive_every_reset_but_perf_clear": 0.22,
+    "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit": 0.19,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

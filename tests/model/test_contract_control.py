@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING,
-                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT,
+from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING, RING1,
+                                         RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID,
                                          WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
                                          map_vmid1, release_mem, sdma, wait_mem, write_data)
 
@@ -1266,6 +1266,52 @@ def check_counters_survive_every_reset_but_perf_clear(dev):
         before = after
 
 
+def check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit(dev):
+    """PERF_TLB_MISSES counts every translation that walked, a walk ending in a fault too, and
+    a failed translation is never kept, so the same faulting page walks and counts again;
+    PERF_TLB_HITS counts the hits that passed, so a kept leaf lacking the permission (the
+    PERMISSION fault's leaf, kept: docs/hardware.md, TLB) counts in neither, and neither does
+    a RANGE fault (registers.md). Each IB of VMID 1 below is five dwords, its one access after
+    one warm fetch; a reference IB writing a warm page gives the fetch's hits. On the RTL; the
+    reference model has no TLB and reads 0."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    model = dev.name == "model"
+    tlb = lambda: (g.read("PERF_TLB_HITS"), g.read("PERF_TLB_MISSES"))  # noqa: E731
+
+    def run(va):
+        g.w32(PA_CODE, write_data(va, [1]))
+        a = tlb()
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        st = g.idle()
+        b = tlb()
+        if st["ERROR"]:
+            g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+            g.set("CP_QUEUE_RESET", Q0=1)
+            g.idle()
+            ring.wptr = 0
+            ih.pop()
+        return (b[0] - a[0], b[1] - a[1]), g.fields("VM_FAULT_STATUS")["CAUSE"] if st["ERROR"] else None
+
+    run(VA_OUT)  # VA_CODE and VA_OUT in the TLB
+    (hits, misses), _ = run(VA_OUT)
+    if model:
+        assert tlb() == (0, 0)
+        return
+    assert misses == 0 and hits >= 2, (hits, misses)
+    fetch = hits - 1
+    cases = [("VA_RO, first", VA_RO, (fetch, 1)),  # walks, its leaf lacks WRITEABLE: a miss
+             ("VA_RO, again", VA_RO, (fetch, 0)),  # the kept leaf: a hit that fails, neither
+             ("VA_HOLE", VA_HOLE, (fetch, 1)),  # INVALID: walks
+             ("VA_HOLE, again", VA_HOLE, (fetch, 1)),  # nothing kept: walks again
+             ("beyond the reach", 1 << 31, (fetch, 0))]  # RANGE: neither
+    for what, va, want in cases:
+        got, cause = run(va)
+        assert cause is not None, f"{what}: no fault"
+        assert got == want, f"{what} (CAUSE {cause}): PERF_TLB_HITS, PERF_TLB_MISSES grew by {got}, expected {want}"
+    assert run(VA_OUT)[0] == (hits, 0), "the warm page still hits"
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1284,7 +1330,8 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
           check_timestamp_runs_on_through_perf_clear_and_soft_reset,
           check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
-          check_counters_survive_every_reset_but_perf_clear]
+          check_counters_survive_every_reset_but_perf_clear,
+          check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
