@@ -678,7 +678,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_GET(v) (((v) & GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_MASK) >> GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_SHIFT)
 #define GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_SHIFT) & GPUCOSIM_VM_FAULT_ADDR_HI_ADDRESS_MASK)
 
-/* PERF_TLB_HITS: TLB hits. Translations the TLB answered (VMIDs with translation enabled) */
+/* PERF_TLB_HITS: TLB hits. Translations the TLB answered that passed (VMIDs with translation enabled): a kept leaf that lacks what the access needs (a PERMISSION fault from the TLB) counts here no more than in PERF_TLB_MISSES, and neither does a RANGE fault, which looks nothing up */
 #define GPUCOSIM_PERF_TLB_HITS                   0x230u
 #define GPUCOSIM_PERF_TLB_HITS_RESET             0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_SHIFT       0  /* [31:0] R */
@@ -687,7 +687,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_GET(v)      (((v) & GPUCOSIM_PERF_TLB_HITS_COUNT_MASK) >> GPUCOSIM_PERF_TLB_HITS_COUNT_SHIFT)
 #define GPUCOSIM_PERF_TLB_HITS_COUNT_SET(x)      (((uint32_t)(x) << GPUCOSIM_PERF_TLB_HITS_COUNT_SHIFT) & GPUCOSIM_PERF_TLB_HITS_COUNT_MASK)
 
-/* PERF_TLB_MISSES: TLB misses. Translations that walked the page tables */
+/* PERF_TLB_MISSES: TLB misses. Translations that walked the page tables, whatever the walk found: one ending in a fault counts too, and as a failed translation is never kept in the TLB, each access of a page that faults so walks, and counts, again */
 #define GPUCOSIM_PERF_TLB_MISSES                 0x234u
 #define GPUCOSIM_PERF_TLB_MISSES_RESET           0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_TLB_MISSES_COUNT_SHIFT     0  /* [31:0] R */

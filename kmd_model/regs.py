@@ -529,7 +529,7 @@ class VM_FAULT_ADDR_HI(Register):
 
 
 class PERF_TLB_HITS(Register):
-    """TLB hits. Translations the TLB answered (VMIDs with translation enabled)."""
+    """TLB hits. Translations the TLB answered that passed (VMIDs with translation enabled): a kept leaf that lacks what the access needs (a PERMISSION fault from the TLB) counts here no more than in PERF_TLB_MISSES, and neither does a RANGE fault, which looks nothing up."""
     NAME = "PERF_TLB_HITS"
     ADDR = 0x230
     RESET = 0x00000000
@@ -538,7 +538,7 @@ class PERF_TLB_HITS(Register):
 
 
 class PERF_TLB_MISSES(Register):
-    """TLB misses. Translations that walked the page tables."""
+    """TLB misses. Translations that walked the page tables, whatever the walk found: one ending in a fault counts too, and as a failed translation is never kept in the TLB, each access of a page that faults so walks, and counts, again."""
     NAME = "PERF_TLB_MISSES"
     ADDR = 0x234
     RESET = 0x00000000
@@ -678,7 +678,7 @@ class SDMA_CNTL(Register):
     ADDR = 0x424
     RESET = 0x00000000
     TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE).")
-    HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT).")
+    HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT). CONTROL.SOFT_RESET leaves it (and TRAP_ENABLE) as it is: a halted SDMA is still halted after the reset.")
     QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values. Done once SDMA_STATUS reads IDLE (the engine first lets its bus traffic end, its transfers aborted); doorbells before that are ignored.')
     FIELDS = (TRAP_ENABLE, HALT, QUEUE_RESET,)
 

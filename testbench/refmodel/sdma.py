@@ -319,9 +319,19 @@ class SdmaEngine:
         self._complete(level, n)
 
     def _op_write_linear(self, p, w, level, base, pos, n, ha) -> None:
+        # PERF_SDMA_PACKETS counts it as the RTL does (rtl/sdma/write.py): once its last data
+        # dword is read, which there comes after every earlier block's write was answered, so
+        # a write error in a block before the one holding the last dword leaves it uncounted
+        # (a fetch error of its data too: _read raises first). `done` is the dwords through
+        # the failing block's end (memory.py).
         data = self._read(level, base, pos + 1 + p.fixed, n - 1 - p.fixed)
+        try:
+            self.m._cp_write((w[2] << 32 | w[1]) & _ADDR_MASK, data, self._vmid())
+        except self.m._fault_type as e:
+            if e.done >= len(data):
+                self.packets[p.index] += 1
+            raise
         self.packets[p.index] += 1
-        self.m._cp_write((w[2] << 32 | w[1]) & _ADDR_MASK, data, self._vmid())
         self._complete(level, n)
 
     def _op_fence(self, p, w, level, base, pos, n, ha) -> None:

@@ -318,6 +318,13 @@ ICARUS_SECONDS = {
     "contract_vm__check_vm_walks_and_leaves_in_memory_answering_slverr": 0.25,
     "contract_driver__check_write_data_error_inside_a_block": 0.52,  # (0.77, 0.28)
     "contract_driver__check_ih_entry_write_refused_in_its_middle": 0.06,
+    # (driver-writer-7: one Icarus session each, 64-bit bus, 7 December 2026, alone)
+    "contract_engines__check_write_linear_is_counted_once_its_last_dword_is_read": 0.80,
+    "contract_driver__check_poll_interval_0_acts_as_1_and_counts_from_each_answer": 1.25,
+    "contract_control__check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted": 0.10,
+    "contract_driver__check_a_transfer_whose_reads_and_writes_both_fail_reports_one": 0.20,
+    "contract_control__check_counters_survive_every_reset_but_perf_clear": 0.22,
+    "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit": 0.19,
     "kmd_uapi_contract__check_open_and_info": 0.05, "kmd_uapi_contract__check_gem_create": 0.05,
     "kmd_uapi_contract__check_gem_handles_are_per_file": 0.05, "kmd_uapi_contract__check_gem_mmap": 0.07,
     "kmd_uapi_contract__check_gem_va": 0.06, "kmd_uapi_contract__check_close_gives_everything_back": 0.11,

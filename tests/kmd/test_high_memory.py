@@ -86,7 +86,10 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_vm__check_vm_walks_and_leaves_in_memory_answering_slverr",
           "contract_control__check_tlb_and_dma_busy_counters",
           "contract_csr__check_byte_writes_of_every_register_kind",
-          "contract_engines__check_poll_counters_count_each_queue_s_reads")
+          "contract_engines__check_poll_counters_count_each_queue_s_reads",
+          # (driver-writer-7: VMID 1's two-level tables, map_vmid1)
+          "contract_control__check_counters_survive_every_reset_but_perf_clear",
+          "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit")
 
 
 def _checks() -> dict:

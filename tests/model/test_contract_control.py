@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING,
-                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE, VA_OUT,
+from tests.model.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING, RING1,
+                                         RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID,
                                          WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
                                          map_vmid1, release_mem, sdma, wait_mem, write_data)
 
@@ -1195,6 +1195,123 @@ def check_timestamp_runs_on_through_perf_clear_and_soft_reset(dev):
     assert t0 <= t1 <= t2 and t3 - t2 >= 10, (t0, t1, t2, t3)
 
 
+def check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted(dev):
+    """CONTROL.SOFT_RESET resets the SDMA queue (pointers, error) and, SDMA_CNTL being a
+    control register it does not write, leaves its HALT and TRAP_ENABLE as they were
+    (docs/hardware.md, registers.md): a halted SDMA is still halted after the reset (its
+    STATUS reads HALTED and IDLE), takes a doorbell and runs nothing until HALT is cleared, and
+    its TRAP still raises an entry. (CONTROL.HALT is written by the reset's own write.)"""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.run(sdma("FENCE", DATA=0x1, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    assert g.fields("SDMA_CNTL") == {"QUEUE_RESET": 0, "HALT": 1, "TRAP_ENABLE": 1}, g.fields("SDMA_CNTL")
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], st["ERROR"], g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR")) == (1, 1, 0, 0, 0), st
+    assert g.fields("CONTROL")["HALT"] == 0
+    s.wptr = 0
+    ih.rptr = 0
+    g.write("IH_RPTR", 0)
+    s.submit(sdma("FENCE", DATA=0x2, **lo_hi("ADDR", OUT + 4, 2)), sdma("TRAP", INT_CONTEXT=0x77))
+    g.dev.delay(300)
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], g.read("SDMA_RB_WPTR"), g.read("SDMA_RB_RPTR")) == (1, 0, s.wptr, 0), st
+    assert g.r32(OUT + 4) == 0 and g.read("IH_WPTR") == 0, "the halted SDMA ran nothing"
+    ring.wptr = 0
+    ring.run(write_data(OUT + 8, [0x3]))
+    assert g.r32(OUT + 8) == 0x3, "the CP runs beside the halted SDMA"
+    g.set("SDMA_CNTL", HALT=0, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 4) == 0x2
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP's entry")
+    assert (ih.source(e), e["DATA0"]) == ("SDMA_TRAP", 0x77), e
+
+
+def check_counters_survive_every_reset_but_perf_clear(dev):
+    """The PERF_* counters are cleared by CONTROL.PERF_CLEAR only (docs/hardware.md, Errors):
+    CP_QUEUE_RESET of both queues, SDMA_CNTL.QUEUE_RESET and CONTROL.SOFT_RESET leave every
+    counter of events as it was (packets, dwords, bytes, polls, the TLB's), and the counters
+    of time go on from where they were, never back."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("CONTROL", PERF_CLEAR=1)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    flag = OUT + 0x10
+    g.w32(flag, [1])
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1), wait_mem(flag, 1, 1, "EQ"))
+    q1.run(write_data(OUT, [2]), wait_mem(flag, 1, 1, "EQ"))
+    s.run(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+          sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=0xFFF, INTERVAL=1))
+    perf = [(r.name, i) for r in g.regs.values() if r.name.startswith("PERF_") for i in range(r.count)]
+    time = {"PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_DMA_BUSY_CYCLES", "PERF_SDMA_BUSY_CYCLES",
+            "PERF_WALK_CYCLES"}
+    before = {k: g.read(*k) for k in perf}
+    assert before[("PERF_Q0_POLLS", 0)] == before[("PERF_Q1_POLLS", 0)] == 1 and before[("PERF_SDMA_BYTES_WRITTEN", 0)] == 64
+    for reg, fields in (("CP_QUEUE_RESET", {"Q0": 1, "Q1": 1}), ("SDMA_CNTL", {"QUEUE_RESET": 1}),
+                        ("CONTROL", {"SOFT_RESET": 1})):
+        g.set(reg, **fields)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        after = {k: g.read(*k) for k in perf}
+        changed = {f"{n}[{i}]": (before[(n, i)], v) for (n, i), v in after.items()
+                   if (v < before[(n, i)] if n in time else v != before[(n, i)])}
+        assert not changed, f"{reg} {fields} changed the counters: {changed}"
+        before = after
+
+
+def check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit(dev):
+    """PERF_TLB_MISSES counts every translation that walked, a walk ending in a fault too, and
+    a failed translation is never kept, so the same faulting page walks and counts again;
+    PERF_TLB_HITS counts the hits that passed, so a kept leaf lacking the permission (the
+    PERMISSION fault's leaf, kept: docs/hardware.md, TLB) counts in neither, and neither does
+    a RANGE fault (registers.md). Each IB of VMID 1 below is five dwords, its one access after
+    one warm fetch; a reference IB writing a warm page gives the fetch's hits. On the RTL; the
+    reference model has no TLB and reads 0."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    model = dev.name == "model"
+    tlb = lambda: (g.read("PERF_TLB_HITS"), g.read("PERF_TLB_MISSES"))  # noqa: E731
+
+    def run(va):
+        g.w32(PA_CODE, write_data(va, [1]))
+        a = tlb()
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        st = g.idle()
+        b = tlb()
+        if st["ERROR"]:
+            g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+            g.set("CP_QUEUE_RESET", Q0=1)
+            g.idle()
+            ring.wptr = 0
+            ih.pop()
+        return (b[0] - a[0], b[1] - a[1]), g.fields("VM_FAULT_STATUS")["CAUSE"] if st["ERROR"] else None
+
+    run(VA_OUT)  # VA_CODE and VA_OUT in the TLB
+    (hits, misses), _ = run(VA_OUT)
+    if model:
+        assert tlb() == (0, 0)
+        return
+    assert misses == 0 and hits >= 2, (hits, misses)
+    fetch = hits - 1
+    cases = [("VA_RO, first", VA_RO, (fetch, 1)),  # walks, its leaf lacks WRITEABLE: a miss
+             ("VA_RO, again", VA_RO, (fetch, 0)),  # the kept leaf: a hit that fails, neither
+             ("VA_HOLE", VA_HOLE, (fetch, 1)),  # INVALID: walks
+             ("VA_HOLE, again", VA_HOLE, (fetch, 1)),  # nothing kept: walks again
+             ("beyond the reach", 1 << 31, (fetch, 0))]  # RANGE: neither
+    for what, va, want in cases:
+        got, cause = run(va)
+        assert cause is not None, f"{what}: no fault"
+        assert got == want, f"{what} (CAUSE {cause}): PERF_TLB_HITS, PERF_TLB_MISSES grew by {got}, expected {want}"
+    assert run(VA_OUT)[0] == (hits, 0), "the warm page still hits"
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_halts_stop_at_a_packet_boundary,
           check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
@@ -1211,7 +1328,10 @@ CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_pe
           check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
           check_ih_ring_moved_and_resized_keeps_its_pointers,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
-          check_timestamp_runs_on_through_perf_clear_and_soft_reset]
+          check_timestamp_runs_on_through_perf_clear_and_soft_reset,
+          check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
+          check_counters_survive_every_reset_but_perf_clear,
+          check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

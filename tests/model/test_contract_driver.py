@@ -1047,6 +1047,81 @@ def check_ih_entry_write_refused_in_its_middle(dev):
         dev.mem_model.configure(error_window=None)
 
 
+def check_poll_interval_0_acts_as_1_and_counts_from_each_answer(dev):
+    """WAIT_REG_MEM's POLL_INTERVAL 0 acts as 1 (docs/hardware.md, packets.md): the wait polls
+    back to back, about as often as with 1, and finishes when the value comes; the CP's
+    interval runs from each read's answer to the next read's request, so on the RTL reads are
+    POLL_INTERVAL plus the read's latency apart (PERF_Q0_POLLS over a TIMESTAMP-measured
+    window stays at most one more than the window / (interval + 3)), where the reference
+    model, without latency, reads every interval."""
+    g, ring, ih = bring_up(dev)
+    flag = OUT + 0x40
+    rtl = dev.name != "model"
+    counts = {}
+    for k, iv in enumerate((0, 1, 4, 30)):
+        g.w32(flag, [0])
+        ring.submit(wait_mem(flag, 1, 1, "EQ", interval=iv), write_data(OUT + 4 * k, [0x100 + iv]))
+        g.waiting()
+        t0 = g.timestamp()
+        a = g.read("PERF_Q0_POLLS")
+        g.dev.delay(600)
+        n = g.read("PERF_Q0_POLLS") - a
+        t = g.timestamp() - t0
+        counts[iv] = n
+        period = max(1, iv) + (3 if rtl else 0)
+        assert 1 <= n <= t // period + 1, f"POLL_INTERVAL {iv}: {n} reads in {t} cycles, one per {period} at most"
+        assert g.fields("STATUS")["WAITING"] == 1 and g.r32(OUT + 4 * k) == 0
+        g.w32(flag, [1])
+        g.idle()
+        assert g.r32(OUT + 4 * k) == 0x100 + iv, f"POLL_INTERVAL {iv}: the wait ended"
+    assert abs(counts[0] - counts[1]) <= max(2, counts[1] // 4), f"0 acts as 1: {counts}"
+    assert counts[0] > 2 * counts[30], counts
+
+
+def check_a_transfer_whose_reads_and_writes_both_fail_reports_one(dev):
+    """A copy whose source and destination both meet an error (the testbench memory's SLVERR
+    window at ERR) reports one error, the one answered first (docs/hardware.md, the DMA
+    engine): the read's (its faulting beat's first needed byte) or the write's (its burst's
+    first byte). A source failing at its first byte is reported whatever the destination
+    does, as no write goes out before its data is read; a destination failing at once with
+    the source failing 256 bytes on can report either on the RTL, whose reads run ahead of its
+    writes (on Verilator, 64-bit bus, default memory, the read's), while the reference model, without
+    time, reports the error at the lower offset into the transfer (there the write's). The
+    CP's DMA_DATA and the SDMA's COPY_LINEAR alike."""
+    from tests.model.contract_driver import SRING, SdmaRing, expect_sdma_error, sdma_packets
+
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    err = 0x70000
+    model = dev.name == "model"
+    s = SdmaRing(g, SRING, 8)
+    dev.mem_model.configure(error_window=(err, err + 0x1000, "SLVERR"))
+    try:
+        def cp(dst, src, n):
+            ring.submit(dma_data(dst, src, n, CP_SYNC=1))
+            g.idle()
+            addr = g.read("CP_ERROR_ADDR_LO") | g.read("CP_ERROR_ADDR_HI") << 32
+            expect_error(ring, ih, "BUS_SLVERR", "RING", P["DMA_DATA"].opcode, addr, 0)
+            return addr
+
+        def sd(dst, src, n):
+            s.submit(sdma("COPY_LINEAR", COUNT=n - 1, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", dst)))
+            g.idle("SDMA_STATUS")
+            addr = g.read("SDMA_ERROR_ADDR_LO") | g.read("SDMA_ERROR_ADDR_HI") << 32
+            expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["COPY_LINEAR"].opcode, addr, 0)
+            return addr
+
+        for run in (cp, sd):
+            # the source fails at its first byte, the destination 256 bytes on: the read's
+            assert run(err - 0x100, err + 0x805, 0x200) == err + 0x805, "the first byte it needed"
+            # the destination fails at once, the source 256 bytes on: either
+            got = run(err + 0x800, err - 0x100, 0x200)
+            assert got == (err + 0x800 if model else got) and got in (err, err + 0x800), \
+                f"{run.__name__}: {got - err:+#x} from ERR"
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1058,7 +1133,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_slverr_and_decerr_inside_memory_for_every_access,
           check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
           check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
-          check_ih_entry_write_refused_in_its_middle]
+          check_ih_entry_write_refused_in_its_middle, check_poll_interval_0_acts_as_1_and_counts_from_each_answer,
+          check_a_transfer_whose_reads_and_writes_both_fail_reports_one]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

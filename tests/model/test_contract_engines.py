@@ -1532,6 +1532,78 @@ def check_ih_entry_of_every_source_fills_its_fields_alone(dev):
         last = stamp
 
 
+def check_write_linear_is_counted_once_its_last_dword_is_read(dev):
+    """PERF_SDMA_PACKETS counts a packet as it starts (docs/hardware.md), but for WRITE_LINEAR:
+    it counts once its last data dword is read, after every block before it was written, so
+    one whose write fails in a block before the one holding its last dword (or whose data
+    cannot be fetched) is not counted, while one failing in its last block is; the CP's
+    WRITE_DATA counts as it starts, its write or its data's fetch failing or not (the
+    testbench memory answers SLVERR in a 4 KiB window at ERR). And after a transfer's error in
+    an IB the queue's own STATUS (LEVEL, RB_EMPTY) moves with its rptr, which depends on
+    timing: the error registers' LEVEL is the one that names the failing packet's level.
+    (Until 7 December 2026 the reference model counted every WRITE_LINEAR whose data it had
+    read, a write error in any block or not.)"""
+    g, ring, ih = bring_up(dev)
+    S, P = sdma_packets(), pm4_packets()
+    err = 0x70000
+    dev.mem_model.configure(error_window=(err, err + 0x1000, "SLVERR"))
+    try:
+        s = SdmaRing(g, SRING, 8, SRPTR_WB)
+        wl = S["WRITE_LINEAR"].index
+        # (dwords, first byte, counted): blocks are the 32-byte-aligned pieces of the data
+        cases = [(16, err - 0x1C, 0),  # 7 dwords written, then the failing block of 8, one more after it
+                 (16, err, 0),  # the first block fails
+                 (9, err - 0x20, 1),  # 8 written, the failing block holds the last dword
+                 (3, err - 8, 1),  # one block across the window's start: the last dword's
+                 (16, err - 0x20, 1)]  # 8 written, the failing second block holds the last
+        for n, dst, counted in cases:
+            g.w32(dst - 0x20 if dst < err else OUT, [0] * 8)
+            g.set("CONTROL", PERF_CLEAR=1)
+            s.submit(sdma("WRITE_LINEAR", list(range(1, n + 1)), **lo_hi("DST_ADDR", dst, 2), COUNT=n - 1))
+            expect_sdma_error(s, ih, "BUS_SLVERR", "RING", S["WRITE_LINEAR"].opcode, max(err, dst), 0)
+            got = g.read("PERF_SDMA_PACKETS", wl)
+            assert got == counted, f"WRITE_LINEAR of {n} dwords at ERR{dst - err:+#x}: PERF_SDMA_PACKETS {got}"
+            if dst < err:
+                k = (err - dst) // 4
+                assert g.r32(dst, k) == list(range(1, k + 1)), "every block before the failing one is written"
+        # its data fetched from an IB that runs into the window: not counted, a fetch error
+        body = sdma("WRITE_LINEAR", list(range(1, 17)), **lo_hi("DST_ADDR", OUT, 2), COUNT=15)
+        g.w32(err - 0x20, body[:8])
+        g.set("CONTROL", PERF_CLEAR=1)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", err - 0x20, 5), IB_SIZE=len(body)))
+        expect_sdma_error(s, ih, "BUS_SLVERR", "IB1", S["WRITE_LINEAR"].opcode, err, 0)
+        assert g.read("PERF_SDMA_PACKETS", wl) == 0 and g.read("PERF_SDMA_PACKETS", S["INDIRECT_BUFFER"].index) == 1
+        # the CP's WRITE_DATA counts as it starts: failing in its first of two blocks, and with
+        # its data's fetch failing (in an IB that runs into the window)
+        g.set("CONTROL", PERF_CLEAR=1)
+        ring.submit(write_data(err - 0x1C, list(range(1, 17))))
+        expect_error(ring, ih, "BUS_SLVERR", "RING", P["WRITE_DATA"].opcode, err, 0)
+        body = write_data(OUT + 0x100, list(range(1, 17)))
+        g.w32(err - 0x20, body[:8])
+        ring.submit(ib(err - 0x20, len(body)))
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["WRITE_DATA"].opcode, err, 0)
+        assert g.read("PERF_PACKETS", P["WRITE_DATA"].index) == 2
+        # a transfer failing as the last packet of an IB: the error names IB1; the queue's
+        # STATUS shows IB1 with RB_RPTR before the IB (the model, or an RTL still inside it),
+        # or RING with RB_RPTR past it (the RTL, whose transfer packet finished once queued)
+        body = dma_data(OUT, err + 0x100, 0x400)
+        g.w32(IB1, body)
+        ring.submit(ib(IB1, len(body)))
+        g.idle()
+        st, rptr = g.fields("STATUS"), g.read("RB_RPTR")
+        assert (st["LEVEL"], st["RB_EMPTY"], rptr) in ((g.level["IB1"], 0, 0), (g.level["RING"], 1, 4)), (st, rptr)
+        expect_error(ring, ih, "BUS_SLVERR", "IB1", P["DMA_DATA"].opcode, err + 0x100, 0)
+        body = sdma("COPY_LINEAR", COUNT=0x3FF, **lo_hi("SRC_ADDR", err + 0x100), **lo_hi("DST_ADDR", OUT))
+        g.w32(IB1, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=len(body)))
+        g.idle("SDMA_STATUS")
+        st, rptr = g.fields("SDMA_STATUS"), g.read("SDMA_RB_RPTR")
+        assert (st["LEVEL"], st["RB_EMPTY"], rptr) in ((g.level["IB1"], 0, 0), (g.level["RING"], 1, 24)), (st, rptr)
+        expect_sdma_error(s, ih, "BUS_SLVERR", "IB1", S["COPY_LINEAR"].opcode, err + 0x100, 0)
+    finally:
+        dev.mem_model.configure(error_window=None)
+
+
 CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priority,
           check_entries_name_their_queue_and_vmid, check_sdma_vm_and_address_rules,
           check_every_sdma_listed_value_and_reserved_bit, check_sdma_entries_raise_no_event_bit,
@@ -1546,7 +1618,8 @@ CHECKS = [check_sdma_ring_and_packets, check_sdma_errors, check_cp_queue_priorit
           check_dma_raw_wait_and_reads_after_earlier_writes,
           check_priority_written_while_both_queues_have_work_and_a_fast_poll,
           check_doorbell_error_of_the_queue_not_running_is_taken_at_once,
-          check_ih_entry_of_every_source_fills_its_fields_alone, check_poll_counters_count_each_queue_s_reads]
+          check_ih_entry_of_every_source_fills_its_fields_alone, check_poll_counters_count_each_queue_s_reads,
+          check_write_linear_is_counted_once_its_last_dword_is_read]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
