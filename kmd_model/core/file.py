@@ -40,6 +40,12 @@ class File:
         # DRM master) may on amdgpu; set from KmdParams.cap_sys_nice or open_render_node's
         # argument when the file is opened
         self.cap_sys_nice = True
+        # may read the device-wide performance counters and driver statistics (INFO COUNTERS),
+        # as a process with CAP_PERFMON may open a system-wide perf event; from
+        # KmdParams.cap_perfmon or open_render_node's argument
+        self.cap_perfmon = True
+        self.ioctls = 0  # its own ioctls and their errors (INFO COUNTERS without cap_perfmon)
+        self.ioctl_errors = 0
         self.hangs = 0  # resets its contexts' jobs caused, all of them
         self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
 

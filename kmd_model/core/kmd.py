@@ -89,6 +89,10 @@ class KmdParams:
     # it per file): as a process with CAP_SYS_NICE, ask CTX ALLOC for HIGH and VERY_HIGH
     # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
     cap_sys_nice: bool = True
+    # as a process with CAP_PERFMON (File.cap_perfmon; open_render_node overrides it per file):
+    # INFO COUNTERS answers the device's performance counters and the driver's statistics, every
+    # client's activity in them; False: a file gets the timestamp and its own counts only
+    cap_perfmon: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
@@ -112,8 +116,9 @@ class KmdParams:
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
-        if not isinstance(self.cap_sys_nice, bool):
-            raise ValueError(f"KMD parameter cap_sys_nice must be True or False, not {self.cap_sys_nice!r}")
+        for name in ("cap_sys_nice", "cap_perfmon"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"KMD parameter {name} must be True or False, not {getattr(self, name)!r}")
         if self.ib_align_dw & (self.ib_align_dw - 1):
             raise ValueError(f"KMD parameter ib_align_dw must be a power of two, not {self.ib_align_dw}")
         if not 0.0 < self.vram_fraction < 1.0:

@@ -249,7 +249,7 @@ def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():
     cnt = kmd.counters()["packets"]
     # the ring tests (gfx and gfx_high: the CP's two queues) and the IB test
     assert (cnt["WRITE_DATA"], cnt["RELEASE_MEM"], cnt["INDIRECT_BUFFER"]) == (3, 1, 1)
-    with pytest.raises(TypeError, match=r"^unknown KMD parameter\(s\) speed, zoom; known: ban_after_hangs, cap_sys_nice, cs_check, fallback_poll, "):
+    with pytest.raises(TypeError, match=r"^unknown KMD parameter\(s\) speed, zoom; known: ban_after_hangs, cap_perfmon, cap_sys_nice, cs_check, fallback_poll, "):
         kmd_model.bind(dev, speed=1, zoom=2)
     with pytest.raises(TypeError, match=r"^bind: give either params or keyword parameters, not both$"):
         kmd_model.bind(dev, KmdParams(), job_timeout=5)
