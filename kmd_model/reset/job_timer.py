@@ -65,6 +65,13 @@ class JobTimerMixin:
             moved = True
         elif shared == before[1]:
             moved = False
+        elif sched is self.sdma_sched:
+            # the CP's DMA bytes: the CP's packet in hand moving, which an SDMA TRAP waits
+            # behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a polling or stopped
+            # engine waits for no one (tests/kmd_sched/test_kmd_queues.py
+            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, on the RTL)
+            st = m.read(ring.STATUS)
+            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st))
         else:
             others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)

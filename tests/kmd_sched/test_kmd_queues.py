@@ -330,6 +330,38 @@ def check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset(dev):
     assert evil.wait(e2) and ebo.u32[0x800] == 0xE2
 
 
+def check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck(dev):
+    """On the RTL the SDMA's TRAP waits for the CP's IH writer, which takes an entry only
+    between two CP packets, so an SDMA job behind the TRAP of the job before it stands still
+    while the CP runs a long CP_SYNC DMA_DATA (docs/hardware.md, "Timing on the RTL"). The
+    SDMA ring's timer took only the engine's own counters for progress: a hostile client's
+    gfx fill (its own memory, a legal packet) longer than two job timeouts had an innocent
+    client's SDMA job reset with TIMEOUT, its context guilty, a hang counted towards its
+    file's ban. The CP's DMA bytes moving now count for an SDMA ring neither polling nor
+    stopped by an error. A 128 KiB fill (about 16,000 cycles on a 64-bit bus) against a job
+    timeout of 3,000: as a 1 MiB fill against 20,000."""
+    from kmd_model import regs
+    kmd = kmd_model.bind(dev, job_timeout=3_000)
+    good, evil = Client(), Client()
+    fill = 128 << 10
+    ebo, gbo = evil.bo(fill + 0x1000), good.bo()
+    e = evil.submit(evil.ib(ebo, pm4.dma_data(ebo.addr + 0x1000, 0x5A5A5A5A, fill, src_sel="DATA", cp_sync=1)
+                            + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    for _ in range(100):  # the CP is in the fill (the model's was at once)
+        if kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN) or ebo.u32[0] == 0xE71:
+            break
+        kmd.dev.delay(50)
+    a = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x800, [0xA1])))
+    b = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x804, [0xB2]), 0x100))
+    assert good.wait(a, 1_000_000) and good.wait(b, 1_000_000)
+    assert (gbo.u32[0x200], gbo.u32[0x201]) == (0xA1, 0xB2)
+    assert evil.wait(e, 1_000_000) and ebo.u32[0] == 0xE71 and ebo.u32[(fill + 0xFFC) // 4] == 0x5A5A5A5A
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), \
+        (kmd.stats, kmd.recovery_log)
+    q = query(good)
+    assert q.reset_status == ResetStatus.NO_RESET and q.ring_status == {} and good.f.hangs == 0
+
+
 def _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev):
     """docs/architecture.md's measurement: an innocent client's SDMA job that is not
     idempotent, "copy A to B, clear A, then poll" (a flag the CPU sets), is in its poll when
@@ -736,6 +768,7 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works,
           check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
+          check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
