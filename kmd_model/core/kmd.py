@@ -100,8 +100,15 @@ class KmdParams:
     # of its ring (not counting the time the CP's other queue kept its queue off the CP:
     # JobTimerMixin._progressed). The SDMA ring is never checked: its jobs have the time rule alone (a job of
     # POLL_REGMEMs each giving up inside a job timeout moved for ever). Checked jobs are bounded
-    # by max_job_dw and restart the timer without end (a maximum-size IB runs to its end).
+    # by max_job_dw in dwords, and in time by checked_job_timeouts (a maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64
+    # The checker bounds a job's dwords (max_job_dw), not its time: a DMA_DATA of 7 dwords moves
+    # up to 1 MiB, so a checked job of CP_SYNC fills held its queue for ~4e10 cycles on the RTL,
+    # every other client of the queue behind it, its timer restarted by the bytes moving. A checked
+    # job is reset once it has run this many job timeouts (the time its queue served it, counted
+    # as for unchecked jobs): far enough that a max_job_dw job of NOPs (about 1.3 M cycles on the
+    # RTL) runs to its end at the default job_timeout
+    checked_job_timeouts: int = 256
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
@@ -112,7 +119,7 @@ class KmdParams:
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
                              ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20), ("sched_jobs", 1, 1 << 16),
                              ("file_ban_after_hangs", 1, 1 << 20),
-                             ("unchecked_job_timeouts", 1, 1 << 20)):
+                             ("unchecked_job_timeouts", 1, 1 << 20), ("checked_job_timeouts", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")

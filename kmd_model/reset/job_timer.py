@@ -200,7 +200,17 @@ class JobTimerMixin:
         innocent job that queue 1 kept off the CP was reset for time it could not run, which
         the checked path (no time rule, its timer restarted) never held against a job."""
         job = sched.head_job()
-        if job is None or job.checked is not None:
+        if job is None:
+            return None
+        if job.checked is not None:
+            # The checker bounds its dwords, not its time: 7-dword DMA_DATAs of 1 MiB each (a
+            # CP_SYNC fill of the client's own memory, legal) moved the DMA counters at every
+            # look, and one job held its queue for as long as its bytes took (on Verilator 24
+            # fills of 128 KiB, 168 dwords, held queue 0 for 131 job timeouts, an innocent job
+            # behind it; max_job_dw dwords of them some 4e10 cycles). The time rule, further off.
+            if sched.head_ran >= self.params.checked_job_timeouts * sched.job_timeout:
+                return (f"ran {sched.head_ran} cycles, more than {self.params.checked_job_timeouts} job timeouts "
+                        "(checked_job_timeouts: the checker bounds a job's dwords, not the bytes it moves)")
             return None
         if sched is self.sdma_sched:
             # No dword rule: an SDMA job has no CHAIN, it fetches its IBs once. But nothing

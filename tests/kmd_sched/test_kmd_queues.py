@@ -362,6 +362,38 @@ def check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck(dev):
     assert q.reset_status == ResetStatus.NO_RESET and q.ring_status == {} and good.f.hangs == 0
 
 
+def check_a_checked_job_of_long_fills_is_reset_by_the_time_rule(dev):
+    """The checker bounds a job's dwords (max_job_dw), not its time, and a DMA_DATA of 7 dwords
+    moves up to 1 MiB: the job timer, restarted by the DMA counters moving, let a hostile
+    client's checked job of CP_SYNC fills of its own memory (legal packets) hold queue 0 for as
+    long as its bytes took, every other client of the queue behind it (24 fills of 128 KiB, 168
+    dwords, held it 394,188 cycles on Verilator, 131 job timeouts of 3,000; max_job_dw dwords of
+    1 MiB fills some 4e10 cycles). A checked job is now reset once it has run
+    `checked_job_timeouts` job timeouts (the time rule unchecked jobs have, further off): here 16
+    of 3,000. The model's fills take no time, so there the job ends at once."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, checked_job_timeouts=16)
+    evil, good = Client(), Client()
+    fill = 128 << 10
+    ebo, gbo = evil.bo(fill + 0x2000), good.bo()
+    t0 = kmd.dev.now()
+    e = evil.submit(evil.ib(ebo, pm4.dma_data(ebo.addr + 0x2000, 0x5A5A5A5A, fill, src_sel="DATA", cp_sync=1) * 24
+                            + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x800, [0x600D])))
+    assert good.wait(g, 1_000_000) and gbo.u32[0x200] == 0x600D
+    waited = kmd.dev.now() - t0
+    try:
+        evil.wait(e, 1_000_000)
+        assert dev.name == "model" and ebo.u32[0] == 0xE71, "the fills ran to their end"
+    except uapi.KmdError as x:
+        assert x.errno == errno.ECANCELED and x.info.code == "TIMEOUT", x
+        assert re.search(r"job 0x1 timed out on gfx: ran \d+ cycles, more than 16 job timeouts \(checked_job_timeouts",
+                         x.message), x.message
+        assert ebo.u32[0] == 0 and 16 * 3_000 <= waited < 20 * 3_000 + 40_000, waited
+        q = query(good)  # (its job, in the ring behind the fills, was run again after the queue reset)
+        assert q.reset_status == ResetStatus.INNOCENT and q.ring_status == {"gfx": ResetStatus.INNOCENT}
+        assert good.f.hangs == 0 and query(evil).reset_status == ResetStatus.GUILTY
+
+
 def _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev):
     """docs/architecture.md's measurement: an innocent client's SDMA job that is not
     idempotent, "copy A to B, clear A, then poll" (a flag the CPU sets), is in its poll when
@@ -769,6 +801,7 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
           check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck,
+          check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
