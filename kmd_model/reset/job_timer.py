@@ -120,8 +120,8 @@ class JobTimerMixin:
     def _may_be_parked(self, sched: Scheduler, no_poll_made: bool) -> bool:
         """May `sched`'s queue, polling, its own counters still since the last look while the
         other CP queue's work moved the shared ones, be parked in a poll that holds, waiting
-        for the CP (not stuck)? Only a queue the other outranks (ring.OUTRANKED: queue 0),
-        only when it made no poll read since the last look (`no_poll_made`: its
+        for the CP (not stuck)? Either queue (queue 1 too: below), only when it made no poll
+        read since the last look (`no_poll_made`: its
         PERF_Q0_POLLS still; a queue that has the CP polls every POLL_INTERVAL, one parked
         behind the other queue's work reads nothing), and only when some poll of the job
         holds in memory: the queue had no turn to poll, and may be in that one.
@@ -149,12 +149,19 @@ class JobTimerMixin:
         ..._when_queue_1_polls_in_its_job, ..._when_queue_1_polls_only_between_looks,
         test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck). A POLL_INTERVAL longer
         than the job timeout leaves some intervals without a read, parked, but not all: each
-        read it makes is a look's worth of proof. Queue 1 is never parked behind queue 0 (it
-        takes the CP back after one packet of queue 0's): a hostile client's HIGH job in a
-        poll that never holds after one that does, its own normal jobs keeping queue 0 busy,
-        held ring 1 for as long as they did, every other HIGH client behind it
-        (test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works)."""
-        if not sched.ring.OUTRANKED or not no_poll_made:
+        read it makes is a look's worth of proof. Queue 1 outranks queue 0 and takes the CP
+        back after one packet of queue 0's, so it polls at every turn and its reads are the
+        proof: a hostile client's HIGH job in a poll that never holds after one that does, its
+        own normal jobs keeping queue 0 busy, is stuck at the first interval with a read (the
+        rule was queue 0's alone: taken as parked by an inference, such a job held ring 1 for
+        as long as they did, every other HIGH client behind it:
+        test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works).
+        But a switch waits until the DMA engine has answered every transfer queue 0 queued,
+        so its DMA_DATAs without CP_SYNC keep queue 1 off the CP, no read made, for as long as
+        they run: an innocent HIGH job whose flag was set meanwhile was reset with TIMEOUT
+        (tests/kmd_sched/test_kmd_queues.py
+        check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck, Verilator)."""
+        if not no_poll_made:
             return False
         return self._polls_hold(sched) or any_wait_holds(
             self.mem32, sched.head_job().ibs, self.info.ib_levels, **self._job_access(sched.head_job()))

@@ -394,6 +394,41 @@ def check_a_checked_job_of_long_fills_is_reset_by_the_time_rule(dev):
         assert good.f.hangs == 0 and query(evil).reset_status == ResetStatus.GUILTY
 
 
+def check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck(dev):
+    """Queue 1 outranks queue 0 and takes the CP back after one packet of queue 0's, but a
+    switch waits until the DMA engine has answered every transfer queue 0 queued
+    (docs/hardware.md, "CP hardware queues"): DMA_DATAs without CP_SYNC keep queue 1 off
+    the CP for as long as their transfers run. An innocent HIGH job in a poll whose flag its
+    client set meanwhile was parked there, its rptr, fetched dwords and poll reads still
+    while queue 0's transfers moved the DMA counters, and the job timer took it for stuck
+    (the parked rule was queue 0's alone): reset with TIMEOUT, its context guilty, a hang
+    towards its file's ban (Verilator: four 128 KiB fills against a job timeout of 3,000,
+    "job 0x1 timed out on gfx_high: no progress for 3030 cycles, CP queue 1 polling in a
+    WAIT_REG_MEM"). Queue 1 may be parked too now, on the same proof: no poll read of its own
+    since the last look, and a poll of its job holding."""
+    from kmd_model import regs
+    kmd = kmd_model.bind(dev, job_timeout=3_000)
+    good, evil = Client(), Client()
+    hi = new_ctx(good, CtxPriority.HIGH)
+    fill = 128 << 10
+    gbo, ebo = good.bo(0x2000), evil.bo(4 * fill + 0x2000)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x1000, 1, 1, "EQ")
+                            + pm4.write_data(gbo.addr + 0x800, [0x600D])), ctx=hi)
+    kmd.dev.delay(200)  # (its poll failed: queue 1 yields the CP)
+    e = evil.submit(evil.ib(ebo, sum((pm4.dma_data(ebo.addr + 0x2000 + k * fill, 0x5A5A5A5A, fill, src_sel="DATA")
+                                      for k in range(4)), []) + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    for _ in range(400):  # queue 0's transfers under way (the model's were at once)
+        if kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN) or ebo.u32[0] == 0xE71:
+            break
+        kmd.dev.delay(20)
+    gbo.u32[0x400] = 1  # the flag, set by its client
+    assert good.wait(g, 1_000_000, ctx=hi) and gbo.u32[0x200] == 0x600D
+    assert evil.wait(e, 1_000_000) and ebo.u32[0] == 0xE71 and ebo.u32[(4 * fill + 0x1FFC) // 4] == 0x5A5A5A5A
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), \
+        (kmd.stats, kmd.recovery_log)
+    assert query(good, hi).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
+
 def _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev):
     """docs/architecture.md's measurement: an innocent client's SDMA job that is not
     idempotent, "copy A to B, clear A, then poll" (a flag the CPU sets), is in its poll when
@@ -802,6 +837,7 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
           check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck,
           check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
+          check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,
