@@ -33,9 +33,10 @@ class ClientsMixin:
 
     # ------------------------------------------------------------------ files and contexts
 
-    def open(self, cap_sys_nice: bool | None = None) -> File:
-        """A new file; `cap_sys_nice`: may it ask for above-NORMAL priorities (None: the
-        driver's KmdParams.cap_sys_nice). Refused (EDEADLK) from client code run inside an
+    def open(self, cap_sys_nice: bool | None = None, cap_perfmon: bool | None = None) -> File:
+        """A new file; `cap_sys_nice`: may it ask for above-NORMAL priorities, `cap_perfmon`:
+        may it read the device-wide counters (None: the driver's KmdParams.cap_sys_nice,
+        KmdParams.cap_perfmon). Refused (EDEADLK) from client code run inside an
         ioctl or a close of this thread (a signal handler, a garbage-collector callback:
         core/signals.py), as an ioctl from there is: the driver is halfway through its change
         (a gc callback inside GEM_CREATE's allocation opened a file whose page directory
@@ -49,11 +50,12 @@ class ClientsMixin:
                                           "garbage-collector callback): the kernel runs no client code during an ioctl")
         from .signals import hold
         with kernel_stack(), hold(), self.lock:  # (however deep the client called from: core/lock.py)
-            return self._open(cap_sys_nice)
+            return self._open(cap_sys_nice, cap_perfmon)
 
-    def _open(self, cap_sys_nice: bool | None = None) -> File:
+    def _open(self, cap_sys_nice: bool | None = None, cap_perfmon: bool | None = None) -> File:
         f = File(self, self.next_fd)
         f.cap_sys_nice = self.params.cap_sys_nice if cap_sys_nice is None else cap_sys_nice
+        f.cap_perfmon = self.params.cap_perfmon if cap_perfmon is None else cap_perfmon
         f.vm = Vm(self, f, self.vm_levels)
         self.files[f.fd] = f
         self.next_fd += 1

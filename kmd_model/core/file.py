@@ -40,6 +40,12 @@ class File:
         # DRM master) may on amdgpu; set from KmdParams.cap_sys_nice or open_render_node's
         # argument when the file is opened
         self.cap_sys_nice = True
+        # may read the device-wide performance counters and driver statistics (INFO COUNTERS),
+        # as a process with CAP_PERFMON may open a system-wide perf event; from
+        # KmdParams.cap_perfmon or open_render_node's argument
+        self.cap_perfmon = True
+        self.ioctls = 0  # its own ioctls and their errors (INFO COUNTERS without cap_perfmon)
+        self.ioctl_errors = 0
         self.hangs = 0  # resets its contexts' jobs caused, all of them
         self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
 
@@ -75,9 +81,14 @@ class File:
         without this a loop reading a fence or a flag never saw the GPU move. Under the
         driver's lock, signals held, as an ioctl (the kernel's work must not be cut halfway);
         nothing on a closed file, or from inside an ioctl of this thread."""
+        from ..ioctl.copyin import kernel_int
         from .lock import kernel_stack
         from .signals import hold
-        if not _is_int(cycles) or not 0 <= int(cycles) <= 1 << 32:
+        # read once, as the ioctls' copy-in reads an argument (an int subclass's __int__ is the
+        # client's: answering 5 to the check and 2**40 to the use, it ran the device 2**40
+        # cycles, the client's signals held)
+        n = kernel_int(cycles) if _is_int(cycles) else None
+        if not isinstance(n, int) or not 0 <= n <= 1 << 32:  # (not an Opaque: its int() raised)
             raise ValueError(f"elapse: cycles must be an integer in [0, 2**32], not {cycles!r}")
         kmd = self.kmd
         with kernel_stack():
@@ -85,7 +96,7 @@ class File:
                 return
             with hold(), kmd.lock:
                 try:
-                    kmd.elapse(int(cycles))
+                    kmd.elapse(n)
                 finally:
                     kmd.release_deferred()
 

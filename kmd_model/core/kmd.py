@@ -89,6 +89,10 @@ class KmdParams:
     # it per file): as a process with CAP_SYS_NICE, ask CTX ALLOC for HIGH and VERY_HIGH
     # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
     cap_sys_nice: bool = True
+    # as a process with CAP_PERFMON (File.cap_perfmon; open_render_node overrides it per file):
+    # INFO COUNTERS answers the device's performance counters and the driver's statistics, every
+    # client's activity in them; False: a file gets the timestamp and its own counts only
+    cap_perfmon: bool = True
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
@@ -96,8 +100,15 @@ class KmdParams:
     # of its ring (not counting the time the CP's other queue kept its queue off the CP:
     # JobTimerMixin._progressed). The SDMA ring is never checked: its jobs have the time rule alone (a job of
     # POLL_REGMEMs each giving up inside a job timeout moved for ever). Checked jobs are bounded
-    # by max_job_dw and restart the timer without end (a maximum-size IB runs to its end).
+    # by max_job_dw in dwords, and in time by checked_job_timeouts (a maximum-size IB runs to its end).
     unchecked_job_timeouts: int = 64
+    # The checker bounds a job's dwords (max_job_dw), not its time: a DMA_DATA of 7 dwords moves
+    # up to 1 MiB, so a checked job of CP_SYNC fills held its queue for ~4e10 cycles on the RTL,
+    # every other client of the queue behind it, its timer restarted by the bytes moving. A checked
+    # job is reset once it has run this many job timeouts (the time its queue served it, counted
+    # as for unchecked jobs): far enough that a max_job_dw job of NOPs (about 1.3 M cycles on the
+    # RTL) runs to its end at the default job_timeout
+    checked_job_timeouts: int = 256
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("ring_log2_dw", 6, 20), ("ih_log2_entries", 2, 16),
@@ -108,12 +119,13 @@ class KmdParams:
                              ("shadow_pool_kib", 4, 1 << 30), ("sdma_ring_log2_dw", 6, 20),
                              ("hw_submission_limit", 1, 1 << 20), ("ban_after_hangs", 1, 1 << 20), ("sched_jobs", 1, 1 << 16),
                              ("file_ban_after_hangs", 1, 1 << 20),
-                             ("unchecked_job_timeouts", 1, 1 << 20)):
+                             ("unchecked_job_timeouts", 1, 1 << 20), ("checked_job_timeouts", 1, 1 << 20)):
             v = getattr(self, name)
             if not isinstance(v, int) or not lo <= v <= hi:
                 raise ValueError(f"KMD parameter {name} must be an int in [{lo}, {hi}], not {v!r}")
-        if not isinstance(self.cap_sys_nice, bool):
-            raise ValueError(f"KMD parameter cap_sys_nice must be True or False, not {self.cap_sys_nice!r}")
+        for name in ("cap_sys_nice", "cap_perfmon"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"KMD parameter {name} must be True or False, not {getattr(self, name)!r}")
         if self.ib_align_dw & (self.ib_align_dw - 1):
             raise ValueError(f"KMD parameter ib_align_dw must be a power of two, not {self.ib_align_dw}")
         if not 0.0 < self.vram_fraction < 1.0:

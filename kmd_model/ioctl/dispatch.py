@@ -90,6 +90,7 @@ def dispatch(file: "File", call: Call) -> Any:
     kmd = file.kmd
     dev = kmd.dev
     kmd.stats["ioctls"] += 1
+    file.ioctls += 1
     t0, c0 = time.perf_counter_ns(), dev.now()
     name = call.name
     out, err = None, None
@@ -106,6 +107,7 @@ def dispatch(file: "File", call: Call) -> Any:
     except KmdError as e:
         err = e
         kmd.stats["ioctl_errors"] += 1
+        file.ioctl_errors += 1
         raise
     finally:
         if kmd.trace_hooks or log.isEnabledFor(logging.INFO):

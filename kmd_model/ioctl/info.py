@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
-from .. import uapi
+from .. import regs, uapi
 from ..core.kmd import MAX_IB_DW
 from ..mm.vm import PAGE
 from ..uapi import Domain, InfoQuery, KmdError, Request
@@ -43,7 +43,23 @@ def info(kmd: "Kmd", file: "File", a: uapi.InfoArgs) -> Any:
         return file.vm.fault or uapi.VmFaultInfo()
     if q == InfoQuery.COUNTERS:
         kmd.service()
+        if not file.cap_perfmon:
+            return _own_counters(kmd, file)
         c = kmd.counters()
         return uapi.Counters(c["hw"], c["packets"], kmd.kmd_stats())
     raise KmdError(errno.EINVAL, f"INFO: unknown query {q} (known: "
                    f"{', '.join(f'{x.name} ({x.value:#x})' for x in InfoQuery)})")
+
+
+def _own_counters(kmd: "Kmd", file: "File") -> uapi.Counters:
+    """COUNTERS for a file without CAP_PERFMON: the device's clock (amdgpu gives every client
+    AMDGPU_INFO_TIMESTAMP) and what the file did itself (amdgpu's fdinfo, which only the file's
+    owner reads). The performance counters and the driver's statistics count every client's
+    work: the packets another client ran by kind, its DMA bytes, its ioctls, interrupts and
+    fences, how many files and contexts are open. A system-wide perf event needs CAP_PERFMON
+    (perf_event_paranoid) and amdgpu's statistics are debugfs, root's: a client reading them
+    between two of its own calls counted another client's work as it ran."""
+    ts = kmd.mmio.read64(regs.TIMESTAMP_LO, regs.TIMESTAMP_HI)
+    return uapi.Counters({"timestamp": ts}, {}, {
+        "ioctls": file.ioctls, "ioctl_errors": file.ioctl_errors, "contexts": len(file.contexts),
+        "live_bos": len(file.handles), "hangs": file.hangs})

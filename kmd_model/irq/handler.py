@@ -354,13 +354,15 @@ class IrqMixin:
         interrupt handler, fences, the job timer, the rings fed), as wait_for does for a
         sleeping ioctl, with no condition to end it early. The lock is handed to the threads
         waiting for it between steps (of fallback_poll cycles at most), as wait_unlocked
-        does: a client spinning for long holds no other client's ioctl back."""
+        does: a client spinning for long holds no other client's ioctl back. A held signal
+        ends it early, as it ends a wait inside an ioctl (EINTR there): the time passing
+        promises nothing, and 2**32 cycles on a simulator held ^C and `--timeout` for hours."""
         dev = self.dev
         deadline = dev.now() + cycles
         while True:
             self.service()
             now = dev.now()
-            if now >= deadline:
+            if now >= deadline or signals.pending():
                 return
             if dev.wait_irq(min(deadline - now, self.params.fallback_poll)):
                 self.irq_handler()

@@ -65,6 +65,13 @@ class JobTimerMixin:
             moved = True
         elif shared == before[1]:
             moved = False
+        elif sched is self.sdma_sched:
+            # the CP's DMA bytes: the CP's packet in hand moving, which an SDMA TRAP waits
+            # behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a polling or stopped
+            # engine waits for no one (tests/kmd_sched/test_kmd_queues.py
+            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, on the RTL)
+            st = m.read(ring.STATUS)
+            moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st))
         else:
             others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
                                   if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
@@ -113,8 +120,8 @@ class JobTimerMixin:
     def _may_be_parked(self, sched: Scheduler, no_poll_made: bool) -> bool:
         """May `sched`'s queue, polling, its own counters still since the last look while the
         other CP queue's work moved the shared ones, be parked in a poll that holds, waiting
-        for the CP (not stuck)? Only a queue the other outranks (ring.OUTRANKED: queue 0),
-        only when it made no poll read since the last look (`no_poll_made`: its
+        for the CP (not stuck)? Either queue (queue 1 too: below), only when it made no poll
+        read since the last look (`no_poll_made`: its
         PERF_Q0_POLLS still; a queue that has the CP polls every POLL_INTERVAL, one parked
         behind the other queue's work reads nothing), and only when some poll of the job
         holds in memory: the queue had no turn to poll, and may be in that one.
@@ -142,12 +149,19 @@ class JobTimerMixin:
         ..._when_queue_1_polls_in_its_job, ..._when_queue_1_polls_only_between_looks,
         test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck). A POLL_INTERVAL longer
         than the job timeout leaves some intervals without a read, parked, but not all: each
-        read it makes is a look's worth of proof. Queue 1 is never parked behind queue 0 (it
-        takes the CP back after one packet of queue 0's): a hostile client's HIGH job in a
-        poll that never holds after one that does, its own normal jobs keeping queue 0 busy,
-        held ring 1 for as long as they did, every other HIGH client behind it
-        (test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works)."""
-        if not sched.ring.OUTRANKED or not no_poll_made:
+        read it makes is a look's worth of proof. Queue 1 outranks queue 0 and takes the CP
+        back after one packet of queue 0's, so it polls at every turn and its reads are the
+        proof: a hostile client's HIGH job in a poll that never holds after one that does, its
+        own normal jobs keeping queue 0 busy, is stuck at the first interval with a read (the
+        rule was queue 0's alone: taken as parked by an inference, such a job held ring 1 for
+        as long as they did, every other HIGH client behind it:
+        test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_while_queue_0_works).
+        But a switch waits until the DMA engine has answered every transfer queue 0 queued,
+        so its DMA_DATAs without CP_SYNC keep queue 1 off the CP, no read made, for as long as
+        they run: an innocent HIGH job whose flag was set meanwhile was reset with TIMEOUT
+        (tests/kmd_sched/test_kmd_queues.py
+        check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck, Verilator)."""
+        if not no_poll_made:
             return False
         return self._polls_hold(sched) or any_wait_holds(
             self.mem32, sched.head_job().ibs, self.info.ib_levels, **self._job_access(sched.head_job()))
@@ -193,7 +207,17 @@ class JobTimerMixin:
         innocent job that queue 1 kept off the CP was reset for time it could not run, which
         the checked path (no time rule, its timer restarted) never held against a job."""
         job = sched.head_job()
-        if job is None or job.checked is not None:
+        if job is None:
+            return None
+        if job.checked is not None:
+            # The checker bounds its dwords, not its time: 7-dword DMA_DATAs of 1 MiB each (a
+            # CP_SYNC fill of the client's own memory, legal) moved the DMA counters at every
+            # look, and one job held its queue for as long as its bytes took (on Verilator 24
+            # fills of 128 KiB, 168 dwords, held queue 0 for 131 job timeouts, an innocent job
+            # behind it; max_job_dw dwords of them some 4e10 cycles). The time rule, further off.
+            if sched.head_ran >= self.params.checked_job_timeouts * sched.job_timeout:
+                return (f"ran {sched.head_ran} cycles, more than {self.params.checked_job_timeouts} job timeouts "
+                        "(checked_job_timeouts: the checker bounds a job's dwords, not the bytes it moves)")
             return None
         if sched is self.sdma_sched:
             # No dword rule: an SDMA job has no CHAIN, it fetches its IBs once. But nothing

@@ -247,10 +247,9 @@ class Ring:
     # its fetched dwords, the CP's DMA bytes, which only its packets move now), up to
     # RESET_PACKETS times the longest CP packet at one bus beat a cycle, plus hw_timeout.
     RESET_PACKETS = 16
-    # the CP's other queue outranks this one (CP_QUEUE_PRIORITY as init_hw programs it): it
-    # may keep this queue off the CP for as long as it runs (the job timer's parked queue,
-    # Kmd._may_be_parked); queue 1 waits one packet of queue 0's at most
-    OUTRANKED = True
+    # (the CP's other queue outranks this one, CP_QUEUE_PRIORITY as init_hw programs it: it
+    # may keep this queue off the CP for as long as it runs; queue 1 waits one packet of queue
+    # 0's, and its transfers: either may be parked, JobTimerMixin._may_be_parked)
     # the other CP queue's progress marks (its rptr, its own fetched dwords) and the CP's DMA
     # byte counters
     OTHER_PROGRESS: tuple = (regs.CP_HQD1_RB_RPTR, regs.PERF_Q1_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
@@ -365,7 +364,6 @@ class HqdRing(Ring):
     # (its ring test after its reset waits behind queue 0's packet in hand: Ring.RESET_PACKETS;
     # it is the higher already, TEST_PRIORITY keeps it so)
     TEST_PRIORITY = {"Q0": 1, "Q1": 2}
-    OUTRANKED = False
     OTHER_PROGRESS = (regs.RB_RPTR, regs.PERF_Q0_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ,
                       regs.PERF_DMA_BYTES_WRITTEN)
 

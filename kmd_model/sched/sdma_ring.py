@@ -40,7 +40,13 @@ class SdmaRing(Ring):
     FETCHED = regs.PERF_SDMA_DWORDS_FETCHED
     PROGRESS = (regs.SDMA_RB_RPTR, regs.PERF_SDMA_DWORDS_FETCHED, regs.PERF_SDMA_BYTES_READ,
                 regs.PERF_SDMA_BYTES_WRITTEN)
-    SHARED_PROGRESS = ()  # the engine's counters are its own
+    # The engine's counters are its own, but its IH entries go through the CP's IH writer,
+    # which takes one only between two CP packets: a TRAP waits for the CP's packet in hand
+    # (docs/hardware.md, "Timing on the RTL"), the SDMA still meanwhile. The CP's DMA bytes
+    # moving while the SDMA neither polls nor is stopped by an error is that packet moving
+    # (JobTimerMixin._progressed): a hostile client's long CP_SYNC fill had an innocent SDMA
+    # job behind the TRAP reset for a timeout.
+    SHARED_PROGRESS = (regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
     POLLS = None  # (never parked: it has the engine to itself)
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 

@@ -256,6 +256,9 @@ ICARUS_SECONDS = {
     "contract_control__check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry": 0.42,
     "contract_control__check_sdma_entry_waits_for_the_cp_packet_in_hand": 7.6,
     "kmd_queues__check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset": 2.3,  # (one Icarus run, 6 December 2026)
+    "kmd_queues__check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck": 2.9,  # (one Icarus run, 6 December 2026)
+    "kmd_queues__check_a_checked_job_of_long_fills_is_reset_by_the_time_rule": 5.4,  # (one Icarus run, 6 December 2026)
+    "kmd_queues__check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck": 11.6,  # (one Icarus run, 6 December 2026)
     # (one Icarus run each, 6 December 2026: 0.96 and 1.16 s)
     "kmd_queues__check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again": 0.96,
     "kmd_queues__check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset": 1.2,

@@ -188,12 +188,13 @@ def test_kmd_parameters_at_their_bounds():
     smallest = {"ring_log2_dw": 6, "ih_log2_entries": 2, "ib_align_dw": 1, "initial_seq": 0, "job_timeout": 1,
                 "fallback_poll": 1, "hw_timeout": 1, "max_ib_chunks": 1, "max_dep_chunks": 0, "max_job_dw": 1, "max_job_ibs": 1,
                 "shadow_pool_kib": 4, "sdma_ring_log2_dw": 6, "hw_submission_limit": 1, "ban_after_hangs": 1,
-                "unchecked_job_timeouts": 1, "sched_jobs": 1, "file_ban_after_hangs": 1}
+                "unchecked_job_timeouts": 1, "checked_job_timeouts": 1, "sched_jobs": 1, "file_ban_after_hangs": 1}
     largest = {"ring_log2_dw": 20, "ih_log2_entries": 16, "ib_align_dw": 256, "initial_seq": 0xFFFF_FFFF,
                "max_ib_chunks": 64, "max_dep_chunks": 1 << 16, "max_job_ibs": 1 << 20, "max_job_dw": 1 << 30, "shadow_pool_kib": 1 << 30,
                "job_timeout": 1 << 62, "fallback_poll": 1 << 62, "hw_timeout": 1 << 62,
                "sdma_ring_log2_dw": 20, "hw_submission_limit": 1 << 20, "ban_after_hangs": 1 << 20,
-               "unchecked_job_timeouts": 1 << 20, "sched_jobs": 1 << 16, "file_ban_after_hangs": 1 << 20}
+               "unchecked_job_timeouts": 1 << 20, "checked_job_timeouts": 1 << 20, "sched_jobs": 1 << 16,
+               "file_ban_after_hangs": 1 << 20}
     # Every integer parameter is bounded on both sides: a parameter added without its
     # bounds here fails this line.
     ints = {f.name for f in dataclasses.fields(KmdParams) if f.type in ("int", int)}
@@ -249,7 +250,7 @@ def test_rebinding_clears_the_counters_and_bind_says_what_it_takes():
     cnt = kmd.counters()["packets"]
     # the ring tests (gfx and gfx_high: the CP's two queues) and the IB test
     assert (cnt["WRITE_DATA"], cnt["RELEASE_MEM"], cnt["INDIRECT_BUFFER"]) == (3, 1, 1)
-    with pytest.raises(TypeError, match=r"^unknown KMD parameter\(s\) speed, zoom; known: ban_after_hangs, cap_sys_nice, cs_check, fallback_poll, "):
+    with pytest.raises(TypeError, match=r"^unknown KMD parameter\(s\) speed, zoom; known: ban_after_hangs, cap_perfmon, cap_sys_nice, checked_job_timeouts, cs_check, fallback_poll, "):
         kmd_model.bind(dev, speed=1, zoom=2)
     with pytest.raises(TypeError, match=r"^bind: give either params or keyword parameters, not both$"):
         kmd_model.bind(dev, KmdParams(), job_timeout=5)

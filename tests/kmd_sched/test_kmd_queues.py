@@ -330,6 +330,105 @@ def check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset(dev):
     assert evil.wait(e2) and ebo.u32[0x800] == 0xE2
 
 
+def check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck(dev):
+    """On the RTL the SDMA's TRAP waits for the CP's IH writer, which takes an entry only
+    between two CP packets, so an SDMA job behind the TRAP of the job before it stands still
+    while the CP runs a long CP_SYNC DMA_DATA (docs/hardware.md, "Timing on the RTL"). The
+    SDMA ring's timer took only the engine's own counters for progress: a hostile client's
+    gfx fill (its own memory, a legal packet) longer than two job timeouts had an innocent
+    client's SDMA job reset with TIMEOUT, its context guilty, a hang counted towards its
+    file's ban. The CP's DMA bytes moving now count for an SDMA ring neither polling nor
+    stopped by an error. A 128 KiB fill (about 16,000 cycles on a 64-bit bus) against a job
+    timeout of 3,000: as a 1 MiB fill against 20,000."""
+    from kmd_model import regs
+    kmd = kmd_model.bind(dev, job_timeout=3_000)
+    good, evil = Client(), Client()
+    fill = 128 << 10
+    ebo, gbo = evil.bo(fill + 0x1000), good.bo()
+    e = evil.submit(evil.ib(ebo, pm4.dma_data(ebo.addr + 0x1000, 0x5A5A5A5A, fill, src_sel="DATA", cp_sync=1)
+                            + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    for _ in range(100):  # the CP is in the fill (the model's was at once)
+        if kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN) or ebo.u32[0] == 0xE71:
+            break
+        kmd.dev.delay(50)
+    a = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x800, [0xA1])))
+    b = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x804, [0xB2]), 0x100))
+    assert good.wait(a, 1_000_000) and good.wait(b, 1_000_000)
+    assert (gbo.u32[0x200], gbo.u32[0x201]) == (0xA1, 0xB2)
+    assert evil.wait(e, 1_000_000) and ebo.u32[0] == 0xE71 and ebo.u32[(fill + 0xFFC) // 4] == 0x5A5A5A5A
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), \
+        (kmd.stats, kmd.recovery_log)
+    q = query(good)
+    assert q.reset_status == ResetStatus.NO_RESET and q.ring_status == {} and good.f.hangs == 0
+
+
+def check_a_checked_job_of_long_fills_is_reset_by_the_time_rule(dev):
+    """The checker bounds a job's dwords (max_job_dw), not its time, and a DMA_DATA of 7 dwords
+    moves up to 1 MiB: the job timer, restarted by the DMA counters moving, let a hostile
+    client's checked job of CP_SYNC fills of its own memory (legal packets) hold queue 0 for as
+    long as its bytes took, every other client of the queue behind it (24 fills of 128 KiB, 168
+    dwords, held it 394,188 cycles on Verilator, 131 job timeouts of 3,000; max_job_dw dwords of
+    1 MiB fills some 4e10 cycles). A checked job is now reset once it has run
+    `checked_job_timeouts` job timeouts (the time rule unchecked jobs have, further off): here 16
+    of 3,000. The model's fills take no time, so there the job ends at once."""
+    kmd = kmd_model.bind(dev, job_timeout=3_000, checked_job_timeouts=16)
+    evil, good = Client(), Client()
+    fill = 128 << 10
+    ebo, gbo = evil.bo(fill + 0x2000), good.bo()
+    t0 = kmd.dev.now()
+    e = evil.submit(evil.ib(ebo, pm4.dma_data(ebo.addr + 0x2000, 0x5A5A5A5A, fill, src_sel="DATA", cp_sync=1) * 24
+                            + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    g = good.submit(good.ib(gbo, pm4.write_data(gbo.addr + 0x800, [0x600D])))
+    assert good.wait(g, 1_000_000) and gbo.u32[0x200] == 0x600D
+    waited = kmd.dev.now() - t0
+    try:
+        evil.wait(e, 1_000_000)
+        assert dev.name == "model" and ebo.u32[0] == 0xE71, "the fills ran to their end"
+    except uapi.KmdError as x:
+        assert x.errno == errno.ECANCELED and x.info.code == "TIMEOUT", x
+        assert re.search(r"job 0x1 timed out on gfx: ran \d+ cycles, more than 16 job timeouts \(checked_job_timeouts",
+                         x.message), x.message
+        assert ebo.u32[0] == 0 and 16 * 3_000 <= waited < 20 * 3_000 + 40_000, waited
+        q = query(good)  # (its job, in the ring behind the fills, was run again after the queue reset)
+        assert q.reset_status == ResetStatus.INNOCENT and q.ring_status == {"gfx": ResetStatus.INNOCENT}
+        assert good.f.hangs == 0 and query(evil).reset_status == ResetStatus.GUILTY
+
+
+def check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck(dev):
+    """Queue 1 outranks queue 0 and takes the CP back after one packet of queue 0's, but a
+    switch waits until the DMA engine has answered every transfer queue 0 queued
+    (docs/hardware.md, "CP hardware queues"): DMA_DATAs without CP_SYNC keep queue 1 off
+    the CP for as long as their transfers run. An innocent HIGH job in a poll whose flag its
+    client set meanwhile was parked there, its rptr, fetched dwords and poll reads still
+    while queue 0's transfers moved the DMA counters, and the job timer took it for stuck
+    (the parked rule was queue 0's alone): reset with TIMEOUT, its context guilty, a hang
+    towards its file's ban (Verilator: four 128 KiB fills against a job timeout of 3,000,
+    "job 0x1 timed out on gfx_high: no progress for 3030 cycles, CP queue 1 polling in a
+    WAIT_REG_MEM"). Queue 1 may be parked too now, on the same proof: no poll read of its own
+    since the last look, and a poll of its job holding."""
+    from kmd_model import regs
+    kmd = kmd_model.bind(dev, job_timeout=3_000)
+    good, evil = Client(), Client()
+    hi = new_ctx(good, CtxPriority.HIGH)
+    fill = 128 << 10
+    gbo, ebo = good.bo(0x2000), evil.bo(4 * fill + 0x2000)
+    g = good.submit(good.ib(gbo, pm4.wait_reg_mem(gbo.addr + 0x1000, 1, 1, "EQ")
+                            + pm4.write_data(gbo.addr + 0x800, [0x600D])), ctx=hi)
+    kmd.dev.delay(200)  # (its poll failed: queue 1 yields the CP)
+    e = evil.submit(evil.ib(ebo, sum((pm4.dma_data(ebo.addr + 0x2000 + k * fill, 0x5A5A5A5A, fill, src_sel="DATA")
+                                      for k in range(4)), []) + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    for _ in range(400):  # queue 0's transfers under way (the model's were at once)
+        if kmd.mmio.read(regs.PERF_DMA_BYTES_WRITTEN) or ebo.u32[0] == 0xE71:
+            break
+        kmd.dev.delay(20)
+    gbo.u32[0x400] = 1  # the flag, set by its client
+    assert good.wait(g, 1_000_000, ctx=hi) and gbo.u32[0x200] == 0x600D
+    assert evil.wait(e, 1_000_000) and ebo.u32[0] == 0xE71 and ebo.u32[(4 * fill + 0x1FFC) // 4] == 0x5A5A5A5A
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), \
+        (kmd.stats, kmd.recovery_log)
+    assert query(good, hi).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
+
 def _copy_clear_poll_behind_a_gfx_vm_fault(kmd, dev):
     """docs/architecture.md's measurement: an innocent client's SDMA job that is not
     idempotent, "copy A to B, clear A, then poll" (a flag the CPU sets), is in its poll when
@@ -736,6 +835,9 @@ CHECKS = [check_copy_ring_on_this_backend, check_dependencies_bounce_between_rin
           check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works,
           check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works,
           check_sdma_queue_reset_behind_the_cps_long_packet_stays_a_queue_reset,
+          check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck,
+          check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
+          check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck,
           check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again,
           check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset,
           check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset,

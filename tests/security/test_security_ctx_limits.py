@@ -112,6 +112,35 @@ def test_an_unchecked_job_may_fetch_twice_max_job_dw_then_is_reset(job):
         assert kmd.dev.now() - t0 > 16 * 2_000 and kmd.stats["job_timeouts"] == 0
 
 
+@pytest.mark.parametrize("limit", [8, 64])
+def test_a_checked_job_that_keeps_moving_is_reset_after_checked_job_timeouts(limit):
+    """The checker bounds a job's dwords, not its time (a DMA_DATA of 7 dwords may move 1 MiB:
+    tests/kmd_sched/test_kmd_queues.py check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
+    on the RTL): a checked job whose queue moves at every look of the timer ran to its end
+    however long that took. It is reset once it has run `checked_job_timeouts` job timeouts;
+    within them it runs to its end. Here a checked job of 2^16 one-dword NOPs on a model whose
+    CP runs 64 packets at an instant (more than 16 job timeouts of 2,000 cycles)."""
+    n = 1 << 16
+    kmd = kmd_model.bind(RefModel(cp_burst=64), max_job_dw=n, job_timeout=2_000, fallback_poll=1_000,
+                         checked_job_timeouts=limit)
+    h = Client()
+    hbo = h.bo(4 * n + 0x1000)
+    hbo.u32[:n] = pm4.pad(1) * (n - 8) + pm4.write_data(hbo.addr + 4 * n + 0x100, [7]) + pm4.pad(3)
+    t0 = kmd.dev.now()
+    seq = h.submit(CsChunkIb(n, handle=hbo.handle))
+    if limit == 64:
+        assert h.wait(seq, 1 << 30) and hbo.u32[n + 0x40] == 7
+        assert kmd.dev.now() - t0 > 16 * 2_000 and kmd.stats["job_timeouts"] == 0
+        return
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq, 1 << 30)
+    e = ei.value
+    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
+    assert re.search(r"job 0x1 timed out on gfx: ran \d+ cycles, more than 8 job timeouts \(checked_job_timeouts: "
+                     r"the checker bounds a job's dwords, not the bytes it moves\)", e.message), e.message
+    assert hbo.u32[n + 0x40] == 0 and 8 * 2_000 <= kmd.dev.now() - t0 < 11 * 2_000
+
+
 def test_an_unchecked_loop_is_reset_by_its_own_dwords_while_the_other_cp_queue_works():
     """The check of tests/kmd_sched/test_kmd_queues.py (which runs on the RTL too), on a model
     that runs 64 packets at an instant, not 65,536, so the loop takes time to reach its limit."""

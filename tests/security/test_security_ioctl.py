@@ -185,3 +185,46 @@ def test_info_memory_gives_sizes_not_physical_addresses():
     for h, heap in ((mem.vram, kmd.bo.heaps[Domain.VRAM]), (mem.gtt, kmd.bo.heaps[Domain.GTT])):
         assert [f.name for f in fields(h)] == ["total", "used", "largest_free"]
         assert (h.total, h.used, h.largest_free) == (heap.size, heap.used, heap.largest_free)
+
+
+def test_info_counters_tell_an_unprivileged_file_nothing_of_other_clients():
+    """INFO COUNTERS gave every file the device's performance counters (busy cycles, DMA
+    bytes, the packets run by kind) and the driver's statistics (every client's ioctls and
+    their errors, interrupts, fences, CSs, resets, how many files and contexts are open):
+    a spy reading it between two of its own calls counted what another client ran, packet
+    by packet (the side channel GPU performance counters open: "Rendered Insecure",
+    CCS 2018). amdgpu gives every client the clock (AMDGPU_INFO_TIMESTAMP) and device-wide
+    memory usage, a client's own counts through its fdinfo, the rest only to CAP_PERFMON
+    (a system-wide perf event) or root (debugfs). A file without CAP_PERFMON
+    (KmdParams.cap_perfmon, open_render_node(cap_perfmon=False)) now gets the timestamp and
+    its own counts: nothing moves in its answer while another client works."""
+    kmd = kmd_model.bind(RefModel(), cap_perfmon=False)
+    spy = Client()
+    victim = Client()
+    seen = kmd_model.open_render_node(cap_perfmon=True)  # a privileged reader still sees everything
+
+    def counters(f):
+        return f.ioctl(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.COUNTERS))
+
+    before, all_before = counters(spy.f), counters(seen)
+    bo = victim.bo(0x1000)
+    for i in range(3):
+        assert victim.wait(victim.run(bo, pm4.write_data(bo.addr + 0x800 + 4 * i, [i])))
+    victim.io(Request.CTX, uapi.CtxArgs(uapi.CtxOp.ALLOC))
+    with pytest.raises(KmdError):
+        victim.io(Request.GEM_CLOSE, uapi.GemCloseArgs(999))
+    after, all_after = counters(spy.f), counters(seen)
+    assert after.hw.keys() == {"timestamp"} and after.hw["timestamp"] > before.hw["timestamp"]
+    assert after.packets == {}
+    # its own ioctls (CTX ALLOC, INFO DEV_INFO, each COUNTERS), none of the victim's
+    assert before.kmd == {"ioctls": 3, "ioctl_errors": 0, "contexts": 1, "live_bos": 0, "hangs": 0}
+    assert after.kmd == dict(before.kmd, ioctls=4)
+    # what the spy saw before: the victim's three WRITE_DATAs, its CSs, its error, its context
+    assert all_after.packets["WRITE_DATA"] - all_before.packets["WRITE_DATA"] == 3
+    assert all_after.kmd["cs"] - all_before.kmd["cs"] == 3
+    assert all_after.kmd["ioctl_errors"] - all_before.kmd["ioctl_errors"] == 1
+    assert all_after.kmd["contexts"] - all_before.kmd["contexts"] == 1
+    with pytest.raises(TypeError, match=r"^open_render_node: cap_perfmon must be True, False or None, not 1$"):
+        kmd_model.open_render_node(cap_perfmon=1)
+    with pytest.raises(ValueError, match=r"^KMD parameter cap_perfmon must be True or False, not 'no'$"):
+        kmd_model.bind(RefModel(), cap_perfmon="no")

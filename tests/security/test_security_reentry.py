@@ -637,3 +637,41 @@ def test_an_open_holds_signals_as_an_ioctl_does(monkeypatch):
     assert len(opened) == 1
     opened[0].close()
     assert vram.used == used
+
+
+@main_thread_only
+def test_elapse_reads_its_count_once_and_a_signal_ends_it():
+    """File.elapse (not an ioctl: the device's time passing while the client spins on memory)
+    runs with the client's signal handlers held, as an ioctl does. It read its count twice,
+    once to check it and once to use it: an int subclass answering 5, then 2**40, passed the
+    check and had the device run 2**40 cycles (some 15 minutes on the model, days on
+    Verilator; 2**28 here, to fail fast) with ^C and `--timeout` held all the while; and a legal 2**32 cycles held them
+    too (hours on Verilator). It reads the count once now, and a held signal ends it early,
+    as it ends a wait for the GPU inside an ioctl (nothing is promised by the time passing:
+    the client's loop reads its memory and spins again)."""
+    dev = RefModel()
+    kmd_model.bind(dev)
+    f = kmd_model.open_render_node()
+
+    class Sly(int):
+        calls = 0
+
+        def __int__(self):
+            Sly.calls += 1
+            return 5 if Sly.calls == 1 else 1 << 28
+
+    t0 = dev.now()
+    f.elapse(Sly(5))
+    assert 5 <= dev.now() - t0 < 1 << 20 and Sly.calls == 1
+    f.elapse(0)
+    came: list = []
+    prev = signal.signal(signal.SIGALRM, lambda s, fr: came.append(s))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        t0, w0 = dev.now(), time.monotonic()
+        f.elapse(1 << 32)  # (about 3.5 s on the model)
+        took = time.monotonic() - w0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+    assert came == [signal.SIGALRM] and took < 1.5 and dev.now() - t0 < 1 << 32, (came, took, dev.now() - t0)

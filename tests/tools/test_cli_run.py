@@ -53,7 +53,7 @@ def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout") == (
         "gpucosim run: error: --kmd wants KEY=VALUE, not 'job_timeout'")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "speed=3").startswith(
-        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ban_after_hangs, cap_sys_nice, cs_check, fallback_poll, ")
+        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ban_after_hangs, cap_perfmon, cap_sys_nice, checked_job_timeouts, cs_check, fallback_poll, ")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "job_timeout=soon") == (
         "gpucosim run: error: --kmd job_timeout: 'soon' is not an integer (decimal or 0x hex)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--kmd", "cs_check=maybe") == (
