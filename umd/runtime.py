@@ -12,10 +12,13 @@ its transfers (fill, copy, upload, download) in umd/transfer.py.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import functools
+import inspect
 import operator
 import os
+import re
 import threading
 import types
 from dataclasses import dataclass
@@ -60,9 +63,46 @@ def api_call(name: str) -> Callable:
         @functools.wraps(fn)
         def call(*args, **kwargs):
             hook = api_hook
-            return fn(*args, **kwargs) if hook is None else hook(name, fn, args, kwargs)
+            try:
+                return fn(*args, **kwargs) if hook is None else hook(name, fn, args, kwargs)
+            except TypeError as e:
+                if (better := _keyword_mistake(name, fn, args, kwargs, e)) is None:
+                    raise
+            raise better  # (outside the handler: not "During handling of the above exception")
         return call
     return deco
+
+
+def accepted_keywords(fn: Callable) -> list[str]:
+    """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self" and not p.name.startswith("_")]
+
+
+def unexpected_keyword(call: str, name: str, accepted: list[str]) -> TypeError:
+    """`call(name=...)` names no argument of the call: Python's words, then what the call
+    takes and the name probably meant (`umd.open(pool=False)`: pools)."""
+    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.65)  # (not out= for timeout=)
+    return TypeError(f"{call}() got an unexpected keyword argument {name!r}"
+                     f"{f': did you mean {close[0]}=?' if close else ''} "
+                     f"({call}() takes {', '.join(accepted) if accepted else 'no arguments'})")
+
+
+def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: TypeError) -> TypeError | None:
+    """Python's "f() got an unexpected keyword argument 'x'" for a call of entry point `call`
+    (the app's own mistake, not a TypeError from inside the call) as unexpected_keyword says
+    it; None for any other TypeError. Python's alone said neither what the call takes nor,
+    for umd.open, which open."""
+    m = re.search(r"\(\) got an unexpected keyword argument '(\w+)'$", str(e))
+    if m is None or m[1] not in kwargs:
+        return None
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return unexpected_keyword(call, m[1], accepted_keywords(fn))
+    except ValueError:  # (no signature)
+        return None
+    return None  # the arguments fit the call: the TypeError came from inside it
 
 
 def _hooked(name: str, bound: Callable) -> Callable:
@@ -131,6 +171,8 @@ class _Dispatched(_Handle):
         bound = types.MethodType(fn, self)
         if fn is not table.entries.get(f"{self._kind}.close"):
             bound = _unless_lost(self.ws, name, bound)
+        else:
+            bound = _named_args(bound)
         if api_hook is not None:
             bound = _hooked(f"{self._kind}.{name}", bound)
         self.__dict__[name] = bound  # later calls skip the lookup (until close: _set_closed)
@@ -158,7 +200,25 @@ def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
     def call(*args, **kwargs):
         if ws.lost():
             raise DeviceLost(f"{name}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
-        return bound(*args, **kwargs)
+        try:
+            return bound(*args, **kwargs)
+        except TypeError as e:
+            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
+                raise
+        raise better
+    return call
+
+
+def _named_args(bound: Callable) -> Callable:
+    """Entry point `bound` (close()), its keyword mistakes said as _keyword_mistake says them."""
+    @functools.wraps(bound)
+    def call(*args, **kwargs):
+        try:
+            return bound(*args, **kwargs)
+        except TypeError as e:
+            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
+                raise
+        raise better
     return call
 
 

@@ -34,14 +34,16 @@ def test_argument_mistakes_name_the_entry_point():
     (queue_write_batched), which the app never saw; help() names it too."""
     gpu = _gpu()
     q, buf = gpu.queue(), gpu.alloc(64)
-    _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value'", q.write, buf, offset=0, value=1)
+    _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value' (Queue.write() takes buf, offset, "
+            "data)", q.write, buf, offset=0, value=1)
     _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", q.write, buf, 0)
-    _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles'", q.finish,
-            timeout_cycles=10)
-    _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out'", q.download, buf, 0, 4,
-            out=np.zeros(4, np.uint8))
+    _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles': did you mean timeout=? "
+            "(Queue.finish() takes timeout)", q.finish, timeout_cycles=10)
+    _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out' (Queue.download() takes src, "
+            "src_offset, size, timeout)", q.download, buf, 0, 4, out=np.zeros(4, np.uint8))
     _raises(TypeError, "Device.queue() takes 1 positional argument but 2 were given", gpu.queue, "copy")
-    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom'", gpu.alloc, 64, dom="vram")
+    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom': did you mean domain=? (Device.alloc() "
+            "takes size, domain, alignment, zero)", gpu.alloc, 64, dom="vram")
     assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
     v1 = umd.open(api_version=1).queue()  # version 1's write is another function, named the same
     _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", v1.write, buf, 0)
@@ -290,6 +292,34 @@ def test_open_before_a_device_is_bound():
         umd.open()
 
 
+def test_a_mistyped_keyword_says_what_the_call_takes():
+    """umd.open(pool=False) was Python's "open() got an unexpected keyword argument 'pool'":
+    which open, and what it takes, the app had to look up. Every entry point's mistyped
+    keyword now names the call, what it takes and the name probably meant; a TypeError from
+    inside a call (a wrong value) is the call's own, untouched."""
+    kmd_model.bind(RefModel())
+    _raises(TypeError, "umd.open() got an unexpected keyword argument 'pool': did you mean pools=? (umd.open() takes "
+            "api_version, winsys, pools)", umd.open, pool=False)
+    _raises(TypeError, "umd.open() got an unexpected keyword argument 'api' (umd.open() takes api_version, winsys, "
+            "pools)", umd.open, api=2)
+    gpu = umd.open(api_version=2)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'domian': did you mean domain=? "
+            "(Device.alloc() takes size, domain, alignment, zero)", gpu.alloc, 64, domian="vram")
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'engin': did you mean engine=? "
+            "(Device.queue() takes flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority)",
+            gpu.queue, engin="copy")
+    _raises(TypeError, "Event.wait() got an unexpected keyword argument 'timout': did you mean timeout=? "
+            "(Event.wait() takes timeout, timeout_cycles)", q.signal().wait, timout=5)
+    _raises(TypeError, "Buffer.free() got an unexpected keyword argument 'now' (Buffer.free() takes no arguments)",
+            buf.free, now=True)
+    _raises(TypeError, "Queue.close() got an unexpected keyword argument 'wait' (Queue.close() takes no arguments)",
+            q.close, wait=False)
+    _raises(TypeError, "alloc: zero must be True or False, not 1", gpu.alloc, 64, zero=1)  # (from inside: as it was)
+    assert not q.closed and not buf.freed
+    gpu.close()
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
@@ -318,7 +348,8 @@ def test_version_1_queue_has_no_engine_or_priority():
             priority="high")
     _raises(TypeError, "queue: async_submit= is not in API version 1 (it is in version 3)", gpu.queue,
             async_submit=True)
-    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate'", gpu.queue, frobnicate=1)
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate' (Device.queue() takes "
+            "flush_threshold, flush_dwords, ib_size_dw, max_inflight)", gpu.queue, frobnicate=1)
     q = gpu.queue(flush_threshold=4, ib_size_dw=256, max_inflight=2)
     assert (q.engine, q.priority, q.flush_threshold) == ("gfx", "normal", 4)
     assert umd.open(api_version=2).queue(engine="copy", priority="low").engine == "copy"
