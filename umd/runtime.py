@@ -28,7 +28,7 @@ import numpy as np
 
 from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line message, never raising)
 from kmd_model.mm.mapping import sub_mapping
-from kmd_model.uapi import Domain, InfoQuery, KmdError
+from kmd_model.uapi import Domain, InfoQuery, KmdError, MappingRevoked
 
 from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
@@ -484,14 +484,22 @@ class Buffer(_Handle):
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
             raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
-        if self._view is None and self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked)
+        if self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked: it was handed out dead)
             raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
             self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
-                                                   self.bo_offset + self.size)
+                                                   self.bo_offset + self.size, self._mapping_lost)
         return self._view
+
+    def _mapping_lost(self, why: str) -> Exception:
+        """What a view of the buffer raises once its BO's mapping is revoked under it: the
+        driver closed the Device's file (its unload or reload), as every call of the Device
+        then says; kmd_model's MappingRevoked was an internal class no UMD document names."""
+        if self.device.ws.lost():
+            return DeviceLost(f"a view of {self!r} (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+        return MappingRevoked(why)  # (no Buffer's BO is closed under it otherwise: free() revokes the view first)
 
     @property
     def u32(self) -> np.ndarray:

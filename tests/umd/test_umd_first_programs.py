@@ -526,7 +526,15 @@ def test_a_device_whose_driver_was_reloaded(how):
     ev = q.signal()
     q.finish()
     q.write(buf, 4, 2)  # recorded, never submitted
+    view, words = buf.map(), buf.u32  # kept across the reload
     getattr(kmd_model, how)()
+    # a view taken before: kmd_model's own MappingRevoked ("BO fd3:1 ... was closed (its file
+    # was closed)"), a class no UMD document names; map() handed the dead view out again
+    for use in (lambda: view[0], lambda: words.__setitem__(0, 5), lambda: words[2:].tolist(), view.copy):
+        _raises(umd.DeviceLost, f"a view of {buf!r} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
+                "any more: open a new Device (umd.open())", use)
+    _raises(umd.DeviceLost, f"u32: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
+            lambda: buf.u32)
     for call, fn in [("alloc", lambda: gpu.alloc(64)), ("queue", gpu.queue), ("memory", gpu.memory),
                      ("write", lambda: q.write(buf, 0, 1)), ("flush", q.flush), ("finish", q.finish),
                      ("wait", ev.wait), ("signalled", ev.signalled), ("map", buf.map)]:
