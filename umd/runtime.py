@@ -34,7 +34,7 @@ from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
 from .winsys.ioctl import DRIVER_CLOSED
-from .winsys.pool import Backing, MemoryManager, PoolStats
+from .winsys.pool import Backing, MemoryManager, PoolStats, _mib
 from .winsys.va import VaStats
 
 if TYPE_CHECKING:
@@ -327,7 +327,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
             raise
         raise DeviceLost(f"alloc: {e.message}") from e
     if lacking is not None:  # (outside the handler: not "During handling of the above exception")
-        raise OutOfMemory(f"alloc: {lacking}")
+        raise OutOfMemory(f"alloc: {_larger_than_the_heap(self, size, Domain(dom)) or lacking}")
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
     if zero and not fresh:
@@ -372,6 +372,20 @@ class MemoryReport:
     gtt: Any
     va: VaStats
     pools: PoolStats
+
+
+def _larger_than_the_heap(self: Device, size: int, dom: Domain) -> str | None:
+    """Why an allocation the VA range had no room for could never be had, when it is larger
+    than its whole heap: alloc(1 << 40) said "GPU virtual address space exhausted", as if
+    freeing buffers would make room."""
+    try:
+        heap = getattr(self.ws.query(InfoQuery.MEMORY), dom.name.lower())
+    except KmdError:
+        return None
+    if size <= heap.total:
+        return None
+    return (f"{size:#x} bytes is more than the whole of {dom.name} ({_mib(heap.total)}, {_mib(heap.total - heap.used)} "
+            "of it free now: gpu.memory(); docs/tutorial.md, \"How much memory an app has\")")
 
 
 def device_memory(self: Device) -> MemoryReport:

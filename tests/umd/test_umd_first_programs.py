@@ -320,6 +320,49 @@ def test_a_mistyped_keyword_says_what_the_call_takes():
     gpu.close()
 
 
+def test_how_much_memory_an_app_has():
+    """On the model a newcomer's alloc(20 << 20) of GTT failed with the kernel's hex alone
+    ("no 0x1400000 bytes free in GTT (0xff3000 free, largest hole 0xe00000)"): that the
+    kernel's buffers take half of GTT (the CS shadow pool) was written nowhere a newcomer
+    reads, and alloc(1 << 30) said "GPU virtual address space exhausted", as if freeing
+    buffers would make room. The error says what the heap has and holds, in MiB, and points
+    at docs/tutorial.md's paragraph, whose figures are the model's."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[2] / "docs" / "tutorial.md").read_text().split())
+    assert "**How much memory an app has.** The device's 64 MiB (the model's and the RTL's) are two heaps of " \
+           "32 MiB" in text and "So an app has about 16 MiB of GTT and nearly 32 MiB of VRAM." in text
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    m = gpu.memory()
+    assert m.gtt.total == 32 << 20 and 16 << 20 < m.gtt.used < 16.2 * (1 << 20)  # the kernel's half
+    assert 32 << 20 > m.vram.total > m.vram.total - m.vram.used > 31.9 * (1 << 20)
+    kernel = m.gtt.used
+    _raises(umd.OutOfMemory, "alloc: no device memory for 0x1400000 bytes (ENOMEM: GEM_CREATE: no 0x1400000 bytes "
+            "free in GTT (0xff3000 free, largest hole 0xe00000)); GTT has 32 MiB: 15.9 MiB free, the largest buffer "
+            "that fits 14 MiB; this Device holds 0 MiB of it, the kernel (its rings and the CS checker's shadow pool) "
+            "and other clients 16.1 MiB (gpu.memory(); docs/tutorial.md, \"How much memory an app has\")",
+            gpu.alloc, 20 << 20)
+    assert "0x1400000 bytes (...); GTT has 32 MiB: 15.9 MiB free" in text
+    bufs = [gpu.alloc(1 << 20) for _ in range(3)]
+    big = gpu.alloc(30 << 20, "vram")
+    with pytest.raises(umd.OutOfMemory) as ei:
+        gpu.alloc(13 << 20)
+    assert str(ei.value).endswith(f"this Device holds 3 MiB of it, the kernel (its rings and the CS checker's shadow "
+                                  f"pool) and other clients {(kernel >> 10) / 1024:.1f} MiB (gpu.memory(); "
+                                  "docs/tutorial.md, \"How much memory an app has\")"), ei.value
+    with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0x400000 bytes .*; VRAM has 32 MiB: 1.9 "
+                       r"MiB free, the largest buffer that fits 1.9 MiB; this Device holds 30 MiB of it, the kernel "
+                       r"\(its VMs' page tables\) and other clients 0.1 MiB "):
+        gpu.alloc(4 << 20, "vram")
+    _raises(umd.OutOfMemory, "alloc: 0x40000000 bytes is more than the whole of GTT (32 MiB, 12.9 MiB of it free "
+            "now: gpu.memory(); docs/tutorial.md, \"How much memory an app has\")", gpu.alloc, 1 << 30)
+    assert "0x40000000 bytes is more than the whole of GTT (32 MiB, 15.9 MiB of it free now" in text
+    for b in (*bufs, big):
+        b.free()
+    gpu.close()
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
