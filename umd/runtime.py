@@ -219,6 +219,7 @@ def _named_args(bound: Callable) -> Callable:
             if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
                 raise
         raise better
+    call.__self__ = bound.__self__  # (a tracer's api_hook finds the object closed as a bound method's)
     return call
 
 
