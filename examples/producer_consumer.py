@@ -40,17 +40,14 @@ SLOT_BYTES = 64
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--items", type=integer_in(), default=24)
-    ap.add_argument("--slots", type=integer_in(), default=4)
-    ap.add_argument("--poll-interval", type=integer_in(), default=16, help="cycles between the CP's polls")
+    ap.add_argument("--items", type=integer_in(1, 1024), default=24, help="items produced (default 24, 1-1024)")
+    ap.add_argument("--slots", type=integer_in(1, 64), default=4, help="ring slots (default 4, 1-64)")
+    ap.add_argument("--poll-interval", type=integer_in(0, 0xFFFF), default=16,
+                    help="cycles between the CP's polls (default 16, 0-65535)")
     ap.add_argument("--one-submission", action="store_true",
                     help="record everything into one submission (deadlocks: see above)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n, slots = args.items, args.slots
-    for name, value, lo, hi in (("--items", n, 1, 1024), ("--slots", slots, 1, 64),
-                                ("--poll-interval", args.poll_interval, 0, 0xFFFF)):
-        if not lo <= value <= hi:
-            ap.error(f"{name} must be in {lo}..{hi}, not {value}")
 
     gpu = umd.open(api_version=2)
     dma = gpu.info().has_dma

@@ -43,7 +43,8 @@ def test_an_examples_own_range_check_is_one_line(capsys):
     with pytest.raises(SystemExit) as exc:
         copy_pipeline.main(["--chunk-bytes", "6"])
     assert exc.value.code == 2
-    assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: --chunk-bytes must be a multiple of 4, not 6"]
+    assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: argument --chunk-bytes: must be a multiple "
+                                                    "of 4, not 6"]
 
 
 def test_memcpy_refuses_a_negative_seed_before_it_runs(capsys):

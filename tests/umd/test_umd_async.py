@@ -559,8 +559,8 @@ def test_the_async_submit_example(capsys):
     assert out[2].startswith("  async_submit=True   app thread per flush:")
     assert out[3] == "async_submit: OK — the same memory and seqnos in both modes"
     # (each bad count named alone: the message named both, whichever was wrong)
-    for argv, says in ((["--submits", "0"], "--submits must be in 1..10000, not 0"),
-                       (["--writes", "65"], "--writes must be in 1..64, not 65")):
+    for argv, says in ((["--submits", "0"], "argument --submits: must be at least 1, not 0"),
+                       (["--writes", "65"], "argument --writes: must be at most 64, not 65")):
         with pytest.raises(SystemExit):
             async_submit.main(argv)
         assert capsys.readouterr().err.splitlines()[-1] == f"async_submit: error: {says}"
