@@ -390,6 +390,10 @@ def _larger_than_the_heap(self: Device, size: int, dom: Domain) -> str | None:
 
 
 def device_memory(self: Device) -> MemoryReport:
+    """The memory this app can have: the kernel's heaps (`vram`, `gtt`: total, used with the
+    kernel's own buffers counted, largest_free, in bytes), this Device's GPU virtual address
+    range (`va`) and its buffer pools (`pools`). The kernel's CS shadow pool takes 16 MiB of
+    the model's and the RTL's 32 MiB of GTT (docs/tutorial.md, "How much memory an app has")."""
     self.mm.take_back()
     m = self.ws.query(InfoQuery.MEMORY)
     return MemoryReport(m.vram, m.gtt, self.mm.va.stats(), self.mm.stats())

@@ -363,6 +363,14 @@ def test_how_much_memory_an_app_has():
     gpu.close()
 
 
+def test_every_entry_point_says_what_it_does():
+    """help(gpu.memory) and help(q.close) showed a signature and nothing else: the two entry
+    points without a docstring, where a newcomer looks first."""
+    for table in umd.TABLES.values():
+        for key, fn in table.entries.items():
+            assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
