@@ -12,6 +12,7 @@ its transfers (fill, copy, upload, download) in umd/transfer.py.
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import errno
 import functools
@@ -19,8 +20,10 @@ import inspect
 import operator
 import os
 import re
+import sys
 import threading
 import types
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -264,6 +267,7 @@ class Device(_Dispatched):
         self.closing = False  # Device.close is freeing everything
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
+        _open_devices.add(self)
 
     def __repr__(self) -> str:
         return f"<umd.Device {self.name} api v{self.api_version}>"
@@ -273,6 +277,33 @@ class Device(_Dispatched):
 
     def __exit__(self, typ, exc, tb) -> None:
         _close_after(self.close, exc)
+
+
+_open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
+
+
+@atexit.register
+def _unsubmitted_at_exit() -> None:
+    """A program that ends with commands recorded and never submitted (no flush(), finish()
+    or close() after its last write) loses them: the GPU never ran them, and nothing said so
+    (`gpucosim run`'s exit report does: its LEAK line; it unbinds the driver before this
+    runs, so a Device of its run is lost here and skipped). One line per such queue on
+    stderr, as the interpreter ends."""
+    for dev in list(_open_devices):
+        try:
+            if dev.closed or dev.ws.lost():
+                continue
+            for q in dev.queues:
+                cb = q.cmdbuf
+                if q.closed or not cb.commands:
+                    continue
+                labels = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
+                n = cb.commands
+                print(f"umd: the program ended with {n} command{'s' * (n != 1)} of {q!r} recorded and never "
+                      f"submitted: the GPU never ran {'it' if n == 1 else 'them'} (flush(), finish() or close() "
+                      f"submits{'; the first ' + labels[0] if labels else ''})", file=sys.stderr, flush=True)
+        except Exception:  # (at the interpreter's end: a report, never a traceback of its own)
+            continue
 
 
 def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:

@@ -371,6 +371,26 @@ def test_every_entry_point_says_what_it_does():
             assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
 
 
+@pytest.mark.parametrize("ending, says", [
+    ("", "umd: the program ended with 2 commands of <umd.Queue ctx 1 api v3> recorded and never submitted: the GPU "
+         "never ran them (flush(), finish() or close() submits; the first Queue.write() #1)"),
+    ("q.flush()", ""), ("gpu.close()", ""), ("kmd_model.unbind()", "")])
+def test_a_program_that_ends_without_submitting_is_told(ending, says):
+    """`python app.py` whose last q.write() was never flushed lost it without a word: the
+    GPU never ran it (`gpucosim run` says so in its exit report, a LEAK line). The UMD says
+    it as the interpreter ends, one line per such queue; nothing when the work was
+    submitted, the device closed, or the driver gone (what gpucosim's run does at its end)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    app = ("import umd, kmd_model\nfrom testbench.refmodel import RefModel\nkmd_model.bind(RefModel())\n"
+           "gpu = umd.open()\nb = gpu.alloc(64)\nq = gpu.queue()\nq.write(b, 0, 1)\nq.write(b, 4, 2)\n" + ending + "\n")
+    r = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[2], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == (says and says + "\n"), r.stderr
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
