@@ -160,7 +160,7 @@ class _Dispatched(_Handle):
     _closed = False
     # read-only to the app: `queue.closed = False` would take calls again on a queue whose
     # context is gone (the KMD then refuses them, as not the call's own one-line error)
-    closed = property(lambda self: self._closed)
+    closed = property(lambda self: self._closed, lambda self, v: _refuse_closed(self))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -192,6 +192,10 @@ class _Dispatched(_Handle):
     def __dir__(self) -> list[str]:
         own = [k.split(".", 1)[1] for k in self.__dict__["_table"].entries if k.startswith(self._kind + ".")]
         return sorted(set(super().__dir__()) | set(own))
+
+
+def _refuse_closed(obj: "_Dispatched") -> None:
+    raise AttributeError(f"{obj._kind}.closed is the UMD's own record (close() sets it): read-only")
 
 
 def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
@@ -506,15 +510,17 @@ class Buffer(_Handle):
     # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
     # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
     # `buf.freed = False` a freed buffer's memory, now another buffer's.
-    device = property(lambda self: self._device)
-    backing = property(lambda self: self._backing)
-    handle = property(lambda self: self._backing.handle)
-    bo_offset = property(lambda self: self._bo_offset)
-    gpu_addr = property(lambda self: self._gpu_addr)
-    size = property(lambda self: self._size)
-    domain = property(lambda self: self._domain)
-    slab = property(lambda self: self._slab)
-    freed = property(lambda self: self._freed)
+    # (each says so by name, as a Queue's and a Device's do: it was Python's "property 'size'
+    # of 'Buffer' object has no setter")
+    device = fixed("Buffer", "device")
+    backing = fixed("Buffer", "backing")
+    handle = property(lambda self: self._backing.handle, fixed("Buffer", "handle").fset)
+    bo_offset = fixed("Buffer", "bo_offset")
+    gpu_addr = fixed("Buffer", "gpu_addr", ": the UMD picks it (alloc(alignment=...) aligns it)")
+    size = fixed("Buffer", "size", ": alloc() makes a buffer of another size")
+    domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other")
+    slab = fixed("Buffer", "slab")
+    freed = record("Buffer", "freed", "free() sets it")
 
     def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
         self._device = device
