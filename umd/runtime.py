@@ -682,11 +682,15 @@ def _timeout_alias(call: str, timeout: Any, old: Any, old_name: str) -> Any:
 _BYTE_FORMATS = ("B", "c")  # a buffer of these holds bytes (bytes, bytearray, memoryview(...))
 
 
-def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> list[int]:
+def _dwords(call: str, data: Any, name: str = "data", empty: bool = False, most: int | None = None,
+            too_many: Callable[[int], None] | None = None) -> list[int]:
     """`data` (argument `name` of `call`) as dwords: an int, a list, tuple or range of them,
     an integer array (an element a dword; any buffer of typed items, array.array('I') or a
     ctypes array, is one), or bytes-like (its bytes, little-endian dwords). `empty`: none at
-    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets)."""
+    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets).
+    More than `most` dwords is `too_many(count)`'s error, raised before any is converted or
+    checked (a write of 10**8 dwords to a 64-byte buffer took a minute and gigabytes to say
+    it did not fit)."""
     if not isinstance(data, (np.ndarray, list, tuple, range)) and not hasattr(type(data), "__index__"):
         try:
             view = memoryview(data)
@@ -698,6 +702,8 @@ def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> li
             if len(b) % 4 or not (b or empty):
                 what = "a multiple of 4 bytes" if empty else "a non-empty multiple of 4 bytes"
                 raise ValueError(f"{call}: bytes {name} must be {what}, not {len(b)}")
+            if most is not None and too_many is not None and len(b) // 4 > most:
+                too_many(len(b) // 4)
             return np.frombuffer(b, "<u4").tolist()
         data = np.asarray(view)  # typed items: the array rules below
     if isinstance(data, np.ndarray):
@@ -708,8 +714,12 @@ def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> li
             # are dwords here: each byte would become a dword of its own, and 4x the length
             raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
                             f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
+        if most is not None and too_many is not None and data.size > most:
+            too_many(data.size)
         words = data.ravel().tolist()
     elif isinstance(data, (list, tuple, range)):
+        if most is not None and too_many is not None and len(data) > most:
+            too_many(len(data))
         words = list(data)
     else:
         words = [_index(call, name, data)]

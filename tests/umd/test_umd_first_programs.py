@@ -391,6 +391,42 @@ def test_a_program_that_ends_without_submitting_is_told(ending, says):
     assert r.returncode == 0 and r.stdout == "" and r.stderr == (says and says + "\n"), r.stderr
 
 
+class _Untouchable(np.ndarray):
+    """An array whose values must not be read: the call should refuse it by its size alone."""
+
+    def tolist(self):
+        raise AssertionError("the values were converted")
+
+
+class _UntouchableList(list):
+    def __iter__(self):
+        raise AssertionError("the values were converted")
+
+
+def test_a_write_too_large_for_its_buffer_is_refused_by_its_size():
+    """q.write(buf, 0, np.zeros(10**8, np.uint32)) to a 64-byte buffer converted and checked
+    all 10**8 values (a minute, and gigabytes of Python ints) before it said the write did
+    not fit; emit_raw of 10**7 dwords took seconds to say they do not fit in an IB. Each is
+    refused by its length first, in the same words."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    big = np.zeros(10**6, np.uint32).view(_Untouchable)
+    _raises(ValueError, "write: [0x0, 0x3d0900) is outside the 0x40-byte buffer", q.write, buf, 0, big)
+    _raises(ValueError, "write: [0x8, 0x4c) is outside the 0x40-byte buffer", q.write, buf, 8,
+            _UntouchableList([0] * 17))
+    _raises(ValueError, "write: [0x0, 0x44) is outside the 0x40-byte buffer", q.write, buf, 0, bytes(68))
+    top = q.cmdbuf.max_packet_dw
+    _raises(ValueError, f"emit_raw: 1000000 dwords do not fit in one IB of this queue (ib_size_dw=1024 holds at most "
+            f"{top} of an app's dwords beside its chaining and padding): record them in several calls, or make the "
+            "queue with a larger ib_size_dw", q.emit_raw, _UntouchableList([0] * 10**6))
+    _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, big)
+    buf.free()
+    _raises(ValueError, f"write: buf {buf!r} was freed (Buffer.free)", q.write, buf, 0, big)
+    q.write(gpu.alloc(64), 0, list(range(16)))  # (what fits is written as before)
+    assert q.calls == 1
+    gpu.close()
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
