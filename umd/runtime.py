@@ -92,20 +92,51 @@ def unexpected_keyword(call: str, name: str, accepted: list[str]) -> TypeError:
 
 
 def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: TypeError) -> TypeError | None:
-    """Python's "f() got an unexpected keyword argument 'x'" for a call of entry point `call`
-    (the app's own mistake, not a TypeError from inside the call) as unexpected_keyword says
-    it; None for any other TypeError. Python's alone said neither what the call takes nor,
-    for umd.open, which open."""
+    """Python's argument errors for a call of entry point `call` (the app's own mistake, not a
+    TypeError from inside the call), said for the app: "f() got an unexpected keyword
+    argument 'x'" as unexpected_keyword says it; "f() takes 4 positional arguments but 5 were
+    given" with the counts the app sees (Python counts the object the method is called on:
+    gpu.queue("copy") "takes 1 positional argument but 2 were given") and the call's
+    arguments. None for any other TypeError. Python's alone said neither what the call takes
+    nor, for umd.open, which open."""
     m = re.search(r"\(\) got an unexpected keyword argument '(\w+)'$", str(e))
-    if m is None or m[1] not in kwargs:
+    if (m is None or m[1] not in kwargs) and "positional argument" not in str(e):
         return None
     try:
-        inspect.signature(fn).bind(*args, **kwargs)
+        sig = inspect.signature(fn)
+        sig.bind(*args, **kwargs)
     except TypeError:
-        return unexpected_keyword(call, m[1], accepted_keywords(fn))
+        if m is not None and m[1] in kwargs:
+            return unexpected_keyword(call, m[1], accepted_keywords(fn))
+        return _too_many_positional(call, sig, args)
     except ValueError:  # (no signature)
         return None
     return None  # the arguments fit the call: the TypeError came from inside it
+
+
+def _too_many_positional(call: str, sig: inspect.Signature, args: tuple) -> TypeError | None:
+    """More positional arguments than `call` takes, counted as the app wrote them (not the
+    object the method is called on), with the call's arguments; None for another mistake
+    (a missing argument: Python's words name it already)."""
+    params = list(sig.parameters.values())
+    given = len(args)
+    if params and params[0].name == "self":  # (an api_call function: the object is args[0])
+        params, given = params[1:], given - 1
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if given <= len(pos):
+        return None
+    least = sum(p.default is p.empty for p in pos)
+    if not pos:
+        takes = "no positional arguments"
+    elif least == len(pos):
+        takes = f"{len(pos)} positional argument{'s' * (len(pos) != 1)}"
+    else:
+        takes = f"from {least} to {len(pos)} positional arguments"
+    shown_params = [p.replace(annotation=p.empty) for p in params if not p.name.startswith("_")]
+    return TypeError(f"{call}() takes {takes} but {given} {'was' if given == 1 else 'were'} given: "
+                     f"{call}{str(inspect.Signature(shown_params))}")
 
 
 def _hooked(name: str, bound: Callable) -> Callable:

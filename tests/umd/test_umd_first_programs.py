@@ -41,7 +41,16 @@ def test_argument_mistakes_name_the_entry_point():
             "(Queue.finish() takes timeout)", q.finish, timeout_cycles=10)
     _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out' (Queue.download() takes src, "
             "src_offset, size, timeout)", q.download, buf, 0, 4, out=np.zeros(4, np.uint8))
-    _raises(TypeError, "Device.queue() takes 1 positional argument but 2 were given", gpu.queue, "copy")
+    # (counted as the app wrote them: Python counted the object too, "Device.queue() takes 1
+    # positional argument but 2 were given" for the one the app gave)
+    _raises(TypeError, "Device.queue() takes no positional arguments but 1 was given: Device.queue(*, "
+            "flush_threshold=None, flush_dwords=None, ib_size_dw=1024, max_inflight=32, engine='gfx', "
+            "priority='normal', async_submit=None)", gpu.queue, "copy")
+    _raises(TypeError, "Queue.write() takes 3 positional arguments but 4 were given: Queue.write(buf, offset, data)",
+            q.write, buf, 0, 1, 2)
+    _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
+    _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
+            "*, winsys=None, pools=True)", umd.open, 2, None)
     _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom': did you mean domain=? (Device.alloc() "
             "takes size, domain, alignment, zero)", gpu.alloc, 64, dom="vram")
     assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
