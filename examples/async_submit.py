@@ -47,12 +47,9 @@ def run(submits: int, writes: int, async_submit: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--submits", type=integer_in(), default=200, help="flushes (default 200)")
-    ap.add_argument("--writes", type=integer_in(), default=4, help="dwords written per flush (default 4)")
+    ap.add_argument("--submits", type=integer_in(1, 10_000), default=200, help="flushes (default 200, 1-10000)")
+    ap.add_argument("--writes", type=integer_in(1, 64), default=4, help="dwords written per flush (default 4, 1-64)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    for name, value, top in (("--submits", args.submits, 10_000), ("--writes", args.writes, 64)):
-        if not 1 <= value <= top:
-            ap.error(f"{name} must be in 1..{top}, not {value}")
     runs = {mode: run(args.submits, args.writes, mode) for mode in (False, True)}
     name = umd.open(api_version=3)
     backend = name.name

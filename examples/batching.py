@@ -133,14 +133,13 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--commands", type=integer_in(), default=256, help="writes per configuration (default 256)")
+    ap.add_argument("--commands", type=integer_in(1, 65536), default=256,
+                    help="writes per configuration (default 256, 1-65536)")
     ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)), help="flush thresholds, comma list")
     ap.add_argument("--aligns", default=",".join(map(str, ALIGNS)), help="IB alignments in dwords, comma list")
     ap.add_argument("--plot", metavar="PNG", help="draw the results (needs matplotlib)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     # (checked before anything runs: a bad value used to end a whole run in a traceback)
-    if not 1 <= args.commands <= 65536:
-        ap.error(f"--commands must be in 1..65536, not {args.commands}")
     thresholds, aligns = _ints(ap, "--thresholds", args.thresholds), _ints(ap, "--aligns", args.aligns)
     if bad := [a for a in aligns if a > 256 or a & (a - 1)]:
         ap.error(f"--aligns: an IB alignment is a power of two in 1..256 dwords, not {bad[0]}")

@@ -34,17 +34,12 @@ from testbench.argtypes import OneLineParser, integer_in
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--chunks", type=integer_in(), default=8, help="chunks through the pipeline (1-256)")
-    ap.add_argument("--slots", type=integer_in(), default=2, help="staging slots between the engines (1-16)")
-    ap.add_argument("--chunk-bytes", type=integer_in(), default=4096, help="bytes per chunk, a multiple of 4 (4-65536)")
+    ap.add_argument("--chunks", type=integer_in(1, 256), default=8, help="chunks through the pipeline (1-256)")
+    ap.add_argument("--slots", type=integer_in(1, 16), default=2, help="staging slots between the engines (1-16)")
+    ap.add_argument("--chunk-bytes", type=integer_in(4, 65536, multiple=4), default=4096,
+                    help="bytes per chunk, a multiple of 4 (4-65536)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n, slots, size = args.chunks, args.slots, args.chunk_bytes
-    for name, value, lo, hi in (("--chunks", n, 1, 256), ("--slots", slots, 1, 16),
-                                ("--chunk-bytes", size, 4, 65536)):
-        if not lo <= value <= hi:
-            ap.error(f"{name} must be in {lo}..{hi}, not {value}")
-    if size % 4:
-        ap.error(f"--chunk-bytes must be a multiple of 4, not {size}")
 
     gpu = umd.open(api_version=2)
     info = gpu.info()

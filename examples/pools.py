@@ -135,17 +135,14 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--allocs", type=integer_in(), default=10_000,
+    ap.add_argument("--allocs", type=integer_in(1, MAX_ALLOCS), default=10_000,
                     help=f"allocations per run (default 10,000, at most {MAX_ALLOCS:,})")
-    ap.add_argument("--live", type=integer_in(), default=256,
+    ap.add_argument("--live", type=integer_in(1), default=256,
                     help="buffers alive at most (default 256; as many as the device's memory holds)")
-    ap.add_argument("--seed", type=integer_in(), default=1)
+    ap.add_argument("--seed", type=integer_in(0), default=1, help="the allocation sizes' random seed, at least 0 "
+                    "(default 1)")
     ap.add_argument("--plot", metavar="PNG", help="draw the comparison (needs matplotlib)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.allocs < 1 or args.live < 1:
-        ap.error(f"--allocs and --live must be at least 1, not {args.allocs} and {args.live}")
-    if args.allocs > MAX_ALLOCS:
-        ap.error(f"--allocs must be in 1..{MAX_ALLOCS}, not {args.allocs}")
     if args.plot:
         _check_plot(ap, args.plot)
     backend = kmd_model.bound().name

@@ -31,6 +31,7 @@ import sys
 import numpy as np
 
 import gpucosim
+import kmd_model
 import umd
 from spec import pm4
 from testbench.argtypes import OneLineParser, integer_in
@@ -40,17 +41,25 @@ SLOT_BYTES = 64
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--items", type=integer_in(), default=24)
-    ap.add_argument("--slots", type=integer_in(), default=4)
-    ap.add_argument("--poll-interval", type=integer_in(), default=16, help="cycles between the CP's polls")
+    ap.add_argument("--items", type=integer_in(1, 1024), default=24,
+                    help="items produced (default 24, 1-1024; without --one-submission at most the KMD's sched_jobs, "
+                         "32 by default: each item is a job)")
+    ap.add_argument("--slots", type=integer_in(1, 64), default=4, help="ring slots (default 4, 1-64)")
+    ap.add_argument("--poll-interval", type=integer_in(0, 0xFFFF), default=16,
+                    help="cycles between the CP's polls (default 16, 0-65535)")
     ap.add_argument("--one-submission", action="store_true",
                     help="record everything into one submission (deadlocks: see above)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n, slots = args.items, args.slots
-    for name, value, lo, hi in (("--items", n, 1, 1024), ("--slots", slots, 1, 64),
-                                ("--poll-interval", args.poll_interval, 0, 0xFFFF)):
-        if not lo <= value <= hi:
-            ap.error(f"{name} must be in {lo}..{hi}, not {value}")
+    # Every item is a job in flight before the producer makes anything, and the KMD takes at
+    # most sched_jobs unfinished jobs of a context on a ring (amdgpu_sched_jobs): the CS past
+    # them waits for item 0, which waits for the producer, until the job timer ends item 0
+    # (--items 33 and more, within the range --help gave, ended in a GpuError and a crash report)
+    limit = kmd_model.bound().params.sched_jobs
+    if n > limit and not args.one_submission:
+        ap.error(f"--items {n}: at most {limit} here: every item is a job recorded before the producer starts, and "
+                 f"the KMD holds a context's CS past {limit} unfinished jobs (sched_jobs) until its oldest, item 0, "
+                 "is done: a deadlock the job timer would end")
 
     gpu = umd.open(api_version=2)
     dma = gpu.info().has_dma

@@ -36,7 +36,11 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
     of dwords, or bytes-like: a multiple of 4 bytes) at buf+offset; they are submitted at
     the next flush. A uint8 array is refused (its bytes are not its elements): pass
     .tobytes() or .astype(np.uint32). No data records nothing (as every empty transfer)."""
-    words = _dwords("write", data, empty=True)
+    def too_many(n: int) -> None:  # (what the range check below says of that many)
+        _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * n)
+
+    words = _dwords("write", data, empty=True, most=buf.size // 4 if isinstance(buf, Buffer) else None,
+                    too_many=too_many)
     addr = _own_buffer(self.device, "write", "buf", buf)._range("write", offset, 4 * len(words))
     if not words:
         return
@@ -76,11 +80,15 @@ def queue_emit_raw(self: Queue, dwords: Any) -> None:
     """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
     checker still sees a gfx queue's. They stay together, in one IB: more than one IB of the
     queue holds (`ib_size_dw` less its chaining and padding) is a ValueError."""
-    words = _dwords("emit_raw", dwords, "dwords")
     top = self.cmdbuf.max_packet_dw  # (they stay together: one IB holds them all, or the call is refused here)
-    if len(words) > top:
-        raise ValueError(f"emit_raw: {len(words)} dwords do not fit in one IB of this queue (ib_size_dw="
+
+    def too_many(n: int) -> None:
+        raise ValueError(f"emit_raw: {n} dwords do not fit in one IB of this queue (ib_size_dw="
                          f"{self.cmdbuf.ib_size_dw} holds at most {top} of an app's dwords beside its chaining and "
                          "padding): record them in several calls, or make the queue with a larger ib_size_dw")
+
+    words = _dwords("emit_raw", dwords, "dwords", most=top, too_many=too_many)
+    if len(words) > top:
+        too_many(len(words))
     self.cmdbuf.emit(words, self._label("emit_raw"))
     self._end_command()

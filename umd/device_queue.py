@@ -13,7 +13,7 @@ import numpy as np
 from kmd_model.ioctl.copyin import shown
 
 from .queue import ENGINES, MAX_INFLIGHT, PRIORITIES, Queue
-from .runtime import Device
+from .runtime import Device, accepted_keywords, unexpected_keyword
 from .submit import Submitter
 
 
@@ -33,7 +33,7 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     for name in v3:  # (the arguments later versions added are named as missing entry points are)
         if name == "async_submit":
             raise TypeError(f"queue: async_submit= is not in API version {self.api_version} (it is in version 3)")
-        raise TypeError(f"Device.queue() got an unexpected keyword argument {name!r}")
+        raise unexpected_keyword("Device.queue", name, accepted_keywords(device_queue))
     return _new_queue(self, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                       self.async_default)
 
@@ -44,9 +44,11 @@ def device_queue_v1(self: Device, *, flush_threshold: int | None = None, flush_d
     IBs; it flushes by itself after `flush_threshold` commands (16) or, when given, once
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB; at most
     `max_inflight` submissions are in flight. (engine= and priority= came with version 2.)"""
-    for name in ("engine", "priority"):
-        if name in later:
+    for name in later:
+        if name in ("engine", "priority"):
             raise TypeError(f"queue: {name}= is not in API version {self.api_version} (it is in version 2, 3)")
+        if name != "async_submit":  # (device_queue names it as a later version's)
+            raise unexpected_keyword("Device.queue", name, accepted_keywords(device_queue_v1))
     return device_queue(self, flush_threshold=flush_threshold, flush_dwords=flush_dwords, ib_size_dw=ib_size_dw,
                         max_inflight=max_inflight, **later)
 

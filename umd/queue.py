@@ -689,4 +689,8 @@ def _finish(self: Queue, timeout: int, call: str, own: str = "") -> None:
 
 
 def queue_close(self: Queue) -> None:
+    """Submit what the queue recorded, wait for its work (DEFAULT_TIMEOUT cycles), release its
+    context; its events still answer. Errors the app was not told of yet (a refused flush, a
+    failed job) are raised once it is closed; a second close() does nothing. `with
+    gpu.queue() as q:` closes it at the end."""
     self._close()

@@ -12,12 +12,18 @@ its transfers (fill, copy, upload, download) in umd/transfer.py.
 
 from __future__ import annotations
 
+import atexit
+import difflib
 import errno
 import functools
+import inspect
 import operator
 import os
+import re
+import sys
 import threading
 import types
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -25,13 +31,13 @@ import numpy as np
 
 from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line message, never raising)
 from kmd_model.mm.mapping import sub_mapping
-from kmd_model.uapi import Domain, InfoQuery, KmdError
+from kmd_model.uapi import Domain, InfoQuery, KmdError, MappingRevoked
 
 from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
 from .winsys.ioctl import DRIVER_CLOSED
-from .winsys.pool import Backing, MemoryManager, PoolStats
+from .winsys.pool import Backing, MemoryManager, PoolStats, _mib
 from .winsys.va import VaStats
 
 if TYPE_CHECKING:
@@ -60,9 +66,77 @@ def api_call(name: str) -> Callable:
         @functools.wraps(fn)
         def call(*args, **kwargs):
             hook = api_hook
-            return fn(*args, **kwargs) if hook is None else hook(name, fn, args, kwargs)
+            try:
+                return fn(*args, **kwargs) if hook is None else hook(name, fn, args, kwargs)
+            except TypeError as e:
+                if (better := _keyword_mistake(name, fn, args, kwargs, e)) is None:
+                    raise
+            raise better  # (outside the handler: not "During handling of the above exception")
         return call
     return deco
+
+
+def accepted_keywords(fn: Callable) -> list[str]:
+    """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self" and not p.name.startswith("_")]
+
+
+def unexpected_keyword(call: str, name: str, accepted: list[str]) -> TypeError:
+    """`call(name=...)` names no argument of the call: Python's words, then what the call
+    takes and the name probably meant (`umd.open(pool=False)`: pools)."""
+    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.65)  # (not out= for timeout=)
+    return TypeError(f"{call}() got an unexpected keyword argument {name!r}"
+                     f"{f': did you mean {close[0]}=?' if close else ''} "
+                     f"({call}() takes {', '.join(accepted) if accepted else 'no arguments'})")
+
+
+def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: TypeError) -> TypeError | None:
+    """Python's argument errors for a call of entry point `call` (the app's own mistake, not a
+    TypeError from inside the call), said for the app: "f() got an unexpected keyword
+    argument 'x'" as unexpected_keyword says it; "f() takes 4 positional arguments but 5 were
+    given" with the counts the app sees (Python counts the object the method is called on:
+    gpu.queue("copy") "takes 1 positional argument but 2 were given") and the call's
+    arguments. None for any other TypeError. Python's alone said neither what the call takes
+    nor, for umd.open, which open."""
+    m = re.search(r"\(\) got an unexpected keyword argument '(\w+)'$", str(e))
+    if (m is None or m[1] not in kwargs) and "positional argument" not in str(e):
+        return None
+    try:
+        sig = inspect.signature(fn)
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        if m is not None and m[1] in kwargs:
+            return unexpected_keyword(call, m[1], accepted_keywords(fn))
+        return _too_many_positional(call, sig, args)
+    except ValueError:  # (no signature)
+        return None
+    return None  # the arguments fit the call: the TypeError came from inside it
+
+
+def _too_many_positional(call: str, sig: inspect.Signature, args: tuple) -> TypeError | None:
+    """More positional arguments than `call` takes, counted as the app wrote them (not the
+    object the method is called on), with the call's arguments; None for another mistake
+    (a missing argument: Python's words name it already)."""
+    params = list(sig.parameters.values())
+    given = len(args)
+    if params and params[0].name == "self":  # (an api_call function: the object is args[0])
+        params, given = params[1:], given - 1
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if given <= len(pos):
+        return None
+    least = sum(p.default is p.empty for p in pos)
+    if not pos:
+        takes = "no positional arguments"
+    elif least == len(pos):
+        takes = f"{len(pos)} positional argument{'s' * (len(pos) != 1)}"
+    else:
+        takes = f"from {least} to {len(pos)} positional arguments"
+    shown_params = [p.replace(annotation=p.empty) for p in params if not p.name.startswith("_")]
+    return TypeError(f"{call}() takes {takes} but {given} {'was' if given == 1 else 'were'} given: "
+                     f"{call}{str(inspect.Signature(shown_params))}")
 
 
 def _hooked(name: str, bound: Callable) -> Callable:
@@ -117,7 +191,7 @@ class _Dispatched(_Handle):
     _closed = False
     # read-only to the app: `queue.closed = False` would take calls again on a queue whose
     # context is gone (the KMD then refuses them, as not the call's own one-line error)
-    closed = property(lambda self: self._closed)
+    closed = property(lambda self: self._closed, lambda self, v: _refuse_closed(self))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -131,6 +205,8 @@ class _Dispatched(_Handle):
         bound = types.MethodType(fn, self)
         if fn is not table.entries.get(f"{self._kind}.close"):
             bound = _unless_lost(self.ws, name, bound)
+        else:
+            bound = _named_args(bound)
         if api_hook is not None:
             bound = _hooked(f"{self._kind}.{name}", bound)
         self.__dict__[name] = bound  # later calls skip the lookup (until close: _set_closed)
@@ -149,6 +225,10 @@ class _Dispatched(_Handle):
         return sorted(set(super().__dir__()) | set(own))
 
 
+def _refuse_closed(obj: "_Dispatched") -> None:
+    raise AttributeError(f"{obj._kind}.closed is the UMD's own record (close() sets it): read-only")
+
+
 def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
     """Entry point `name`, refused once the driver closed the Device's file under it (its
     unload or reload: kmd_model.rebind, unbind): each call met what went with the file in its
@@ -158,7 +238,26 @@ def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
     def call(*args, **kwargs):
         if ws.lost():
             raise DeviceLost(f"{name}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
-        return bound(*args, **kwargs)
+        try:
+            return bound(*args, **kwargs)
+        except TypeError as e:
+            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
+                raise
+        raise better
+    return call
+
+
+def _named_args(bound: Callable) -> Callable:
+    """Entry point `bound` (close()), its keyword mistakes said as _keyword_mistake says them."""
+    @functools.wraps(bound)
+    def call(*args, **kwargs):
+        try:
+            return bound(*args, **kwargs)
+        except TypeError as e:
+            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
+                raise
+        raise better
+    call.__self__ = bound.__self__  # (a tracer's api_hook finds the object closed as a bound method's)
     return call
 
 
@@ -203,6 +302,7 @@ class Device(_Dispatched):
         self.closing = False  # Device.close is freeing everything
         # the VA range and the BOs behind Buffers (umd/winsys/va.py, umd/winsys/pool.py)
         self.mm = MemoryManager(self, i.va_start, i.va_end, i.va_alignment, pools)
+        _open_devices.add(self)
 
     def __repr__(self) -> str:
         return f"<umd.Device {self.name} api v{self.api_version}>"
@@ -212,6 +312,33 @@ class Device(_Dispatched):
 
     def __exit__(self, typ, exc, tb) -> None:
         _close_after(self.close, exc)
+
+
+_open_devices: "weakref.WeakSet[Device]" = weakref.WeakSet()
+
+
+@atexit.register
+def _unsubmitted_at_exit() -> None:
+    """A program that ends with commands recorded and never submitted (no flush(), finish()
+    or close() after its last write) loses them: the GPU never ran them, and nothing said so
+    (`gpucosim run`'s exit report does: its LEAK line; it unbinds the driver before this
+    runs, so a Device of its run is lost here and skipped). One line per such queue on
+    stderr, as the interpreter ends."""
+    for dev in list(_open_devices):
+        try:
+            if dev.closed or dev.ws.lost():
+                continue
+            for q in dev.queues:
+                cb = q.cmdbuf
+                if q.closed or not cb.commands:
+                    continue
+                labels = [str(lb) for lb in list(cb.labels.values()) + [lb for _, lb in cb._pending_labels]]
+                n = cb.commands
+                print(f"umd: the program ended with {n} command{'s' * (n != 1)} of {q!r} recorded and never "
+                      f"submitted: the GPU never ran {'it' if n == 1 else 'them'} (flush(), finish() or close() "
+                      f"submits{'; the first ' + labels[0] if labels else ''})", file=sys.stderr, flush=True)
+        except Exception:  # (at the interpreter's end: a report, never a traceback of its own)
+            continue
 
 
 def _close_after(close: Callable[[], None], exc: BaseException | None) -> None:
@@ -267,7 +394,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
             raise
         raise DeviceLost(f"alloc: {e.message}") from e
     if lacking is not None:  # (outside the handler: not "During handling of the above exception")
-        raise OutOfMemory(f"alloc: {lacking}")
+        raise OutOfMemory(f"alloc: {_larger_than_the_heap(self, size, Domain(dom)) or lacking}")
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
     if zero and not fresh:
@@ -314,7 +441,25 @@ class MemoryReport:
     pools: PoolStats
 
 
+def _larger_than_the_heap(self: Device, size: int, dom: Domain) -> str | None:
+    """Why an allocation the VA range had no room for could never be had, when it is larger
+    than its whole heap: alloc(1 << 40) said "GPU virtual address space exhausted", as if
+    freeing buffers would make room."""
+    try:
+        heap = getattr(self.ws.query(InfoQuery.MEMORY), dom.name.lower())
+    except KmdError:
+        return None
+    if size <= heap.total:
+        return None
+    return (f"{size:#x} bytes is more than the whole of {dom.name} ({_mib(heap.total)}, {_mib(heap.total - heap.used)} "
+            "of it free now: gpu.memory(); docs/tutorial.md, \"How much memory an app has\")")
+
+
 def device_memory(self: Device) -> MemoryReport:
+    """The memory this app can have: the kernel's heaps (`vram`, `gtt`: total, used with the
+    kernel's own buffers counted, largest_free, in bytes), this Device's GPU virtual address
+    range (`va`) and its buffer pools (`pools`). The kernel's CS shadow pool takes 16 MiB of
+    the model's and the RTL's 32 MiB of GTT (docs/tutorial.md, "How much memory an app has")."""
     self.mm.take_back()
     m = self.ws.query(InfoQuery.MEMORY)
     return MemoryReport(m.vram, m.gtt, self.mm.va.stats(), self.mm.stats())
@@ -396,15 +541,17 @@ class Buffer(_Handle):
     # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
     # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
     # `buf.freed = False` a freed buffer's memory, now another buffer's.
-    device = property(lambda self: self._device)
-    backing = property(lambda self: self._backing)
-    handle = property(lambda self: self._backing.handle)
-    bo_offset = property(lambda self: self._bo_offset)
-    gpu_addr = property(lambda self: self._gpu_addr)
-    size = property(lambda self: self._size)
-    domain = property(lambda self: self._domain)
-    slab = property(lambda self: self._slab)
-    freed = property(lambda self: self._freed)
+    # (each says so by name, as a Queue's and a Device's do: it was Python's "property 'size'
+    # of 'Buffer' object has no setter")
+    device = fixed("Buffer", "device")
+    backing = fixed("Buffer", "backing")
+    handle = property(lambda self: self._backing.handle, fixed("Buffer", "handle").fset)
+    bo_offset = fixed("Buffer", "bo_offset")
+    gpu_addr = fixed("Buffer", "gpu_addr", ": the UMD picks it (alloc(alignment=...) aligns it)")
+    size = fixed("Buffer", "size", ": alloc() makes a buffer of another size")
+    domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other")
+    slab = fixed("Buffer", "slab")
+    freed = record("Buffer", "freed", "free() sets it")
 
     def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
         self._device = device
@@ -424,14 +571,22 @@ class Buffer(_Handle):
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
         if self.freed:
             raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
-        if self._view is None and self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked)
+        if self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked: it was handed out dead)
             raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
             # go to the next buffer, which a view kept past free() must not write
             self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
-                                                   self.bo_offset + self.size)
+                                                   self.bo_offset + self.size, self._mapping_lost)
         return self._view
+
+    def _mapping_lost(self, why: str) -> Exception:
+        """What a view of the buffer raises once its BO's mapping is revoked under it: the
+        driver closed the Device's file (its unload or reload), as every call of the Device
+        then says; kmd_model's MappingRevoked was an internal class no UMD document names."""
+        if self.device.ws.lost():
+            return DeviceLost(f"a view of {self!r} (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+        return MappingRevoked(why)  # (no Buffer's BO is closed under it otherwise: free() revokes the view first)
 
     @property
     def u32(self) -> np.ndarray:
@@ -558,11 +713,15 @@ def _timeout_alias(call: str, timeout: Any, old: Any, old_name: str) -> Any:
 _BYTE_FORMATS = ("B", "c")  # a buffer of these holds bytes (bytes, bytearray, memoryview(...))
 
 
-def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> list[int]:
+def _dwords(call: str, data: Any, name: str = "data", empty: bool = False, most: int | None = None,
+            too_many: Callable[[int], None] | None = None) -> list[int]:
     """`data` (argument `name` of `call`) as dwords: an int, a list, tuple or range of them,
     an integer array (an element a dword; any buffer of typed items, array.array('I') or a
     ctypes array, is one), or bytes-like (its bytes, little-endian dwords). `empty`: none at
-    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets)."""
+    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets).
+    More than `most` dwords is `too_many(count)`'s error, raised before any is converted or
+    checked (a write of 10**8 dwords to a 64-byte buffer took a minute and gigabytes to say
+    it did not fit)."""
     if not isinstance(data, (np.ndarray, list, tuple, range)) and not hasattr(type(data), "__index__"):
         try:
             view = memoryview(data)
@@ -574,6 +733,8 @@ def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> li
             if len(b) % 4 or not (b or empty):
                 what = "a multiple of 4 bytes" if empty else "a non-empty multiple of 4 bytes"
                 raise ValueError(f"{call}: bytes {name} must be {what}, not {len(b)}")
+            if most is not None and too_many is not None and len(b) // 4 > most:
+                too_many(len(b) // 4)
             return np.frombuffer(b, "<u4").tolist()
         data = np.asarray(view)  # typed items: the array rules below
     if isinstance(data, np.ndarray):
@@ -584,8 +745,12 @@ def _dwords(call: str, data: Any, name: str = "data", empty: bool = False) -> li
             # are dwords here: each byte would become a dword of its own, and 4x the length
             raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
                             f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
+        if most is not None and too_many is not None and data.size > most:
+            too_many(data.size)
         words = data.ravel().tolist()
     elif isinstance(data, (list, tuple, range)):
+        if most is not None and too_many is not None and len(data) > most:
+            too_many(len(data))
         words = list(data)
     else:
         words = [_index(call, name, data)]

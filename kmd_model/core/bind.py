@@ -90,9 +90,13 @@ def rebind(**kw) -> Kmd:
     modprobe amdgpu param=...` does: open files are closed, the hardware is brought up
     again. Observers and trace hooks stay (they are told with a "bind" event)."""
     old = bound()
+    # (checked before the old driver goes: a mistyped or out-of-range parameter unbound it and
+    # then failed, leaving no driver bound and every open Device lost, as `modprobe` checks
+    # its parameters before it loads anything)
+    params = params_from(kw)
     observers, hooks = list(old.observers), list(old.trace_hooks)
     unbind()
-    kmd = bind(old.dev, observers=observers, **kw)
+    kmd = bind(old.dev, params, observers=observers)
     kmd.trace_hooks[:0] = hooks
     if kmd.observers:
         kmd.notify("bind", kmd=kmd)

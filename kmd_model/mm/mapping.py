@@ -50,13 +50,16 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 class _Token:
     """Shared by a mapping and every view made from it: `revoked` None while valid, else why
     not. A sub-mapping's token (`sub_mapping`) has the mapping's as `parent`: revoking either
-    revokes it."""
+    revokes it; its `lost` (or None) makes the exception a use raises when the parent's
+    revocation is why (the BO's handle closed under the sub-mapping's owner)."""
 
-    __slots__ = ("revoked", "parent")
+    __slots__ = ("revoked", "parent", "lost")
 
-    def __init__(self, parent: "_Token | None" = None) -> None:
+    def __init__(self, parent: "_Token | None" = None,
+                 lost: "Callable[[str], Exception] | None" = None) -> None:
         self.revoked: str | None = None
         self.parent = parent
+        self.lost = lost
 
     def why(self) -> str | None:
         t: _Token | None = self
@@ -71,7 +74,17 @@ def _check(a: "CpuMapping") -> None:
     t = a._token
     why = t.why() if t is not None else None
     if why is not None:
-        raise MappingRevoked(why)
+        raise _error(t)
+
+
+def _error(t: _Token) -> Exception:
+    """What a use of a revoked mapping raises: MappingRevoked(why), or what the nearest
+    sub-mapping's `lost` makes of a revocation above it."""
+    lost = None
+    while t.revoked is None:
+        lost = lost or t.lost
+        t = t.parent
+    return MappingRevoked(t.revoked) if lost is None else lost(t.revoked)
 
 
 class CpuMapping(np.ndarray):
@@ -245,14 +258,17 @@ def map_bo(mem: np.ndarray, mem_file: tuple[int, int] | None, offset: int, size:
     return Mapping(arr, os_size)  # (before the client can reach the array)
 
 
-def sub_mapping(array: CpuMapping, start: int, stop: int) -> tuple[CpuMapping, Callable[[str], None]]:
+def sub_mapping(array: CpuMapping, start: int, stop: int,
+                lost: Callable[[str], Exception] | None = None) -> tuple[CpuMapping, Callable[[str], None]]:
     """Bytes [start, stop) of a CPU mapping (GEM_MMAP's array, or a view of it) as a mapping
     of their own, and the function that revokes it alone (`revoke(why)`): the UMD hands each
     buffer of a slab one, so a view an app keeps past `Buffer.free()` raises MappingRevoked
     instead of writing the buffer that gets the same bytes next. Revoking the whole mapping
-    (GEM_CLOSE) revokes it too. (A slice of a CpuMapping is one: no view needed.)"""
+    (GEM_CLOSE) revokes it too; a use then raises `lost(why)` when given (the UMD's DeviceLost
+    for a file the driver closed under its Device), else MappingRevoked(why). (A slice of a
+    CpuMapping is one: no view needed.)"""
     sub = array[start:stop]
-    tok = _Token(sub._token)
+    tok = _Token(sub._token, lost)
     sub._token = tok
 
     def revoke(why: str) -> None:

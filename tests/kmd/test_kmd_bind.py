@@ -71,6 +71,26 @@ def test_rebind_keeps_observers_and_trace_hooks():
 
 
 
+@pytest.mark.parametrize("kw, exc, message", [
+    (dict(sched_jbos=8), TypeError, "unknown KMD parameter(s) sched_jbos; known: "),
+    (dict(sched_jobs=0), ValueError, "KMD parameter sched_jobs must be an int in [1, 65536], not 0"),
+    (dict(vram_fraction=2.0), ValueError, "KMD parameter vram_fraction must be in (0, 1), not 2.0")])
+def test_a_rebind_with_a_bad_parameter_keeps_the_driver(kw, exc, message):
+    """kmd_model.rebind(sched_jbos=8) (a typo) unloaded the driver, then failed on the name:
+    no driver was bound any more, every open file was closed (an app's Device lost), and
+    the next umd.open() said "no GPU is bound yet". The parameters are checked first, as
+    modprobe checks them before it loads anything: the driver and its files are untouched."""
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    c.bo()
+    with pytest.raises(exc) as ei:
+        kmd_model.rebind(**kw)
+    assert str(ei.value).startswith(message)
+    assert kmd_model.bound() is kmd and not c.f.closed
+    c.bo()  # (the file still works)
+    assert kmd_model.rebind(sched_jobs=8).params.sched_jobs == 8
+
+
 def test_a_rebind_revokes_the_old_drivers_mappings_saying_why():
     """The device bound again with files open (bind, not rebind, which closes them first):
     the memory behind the old driver's BOs is the new driver's to hand out, so a client's

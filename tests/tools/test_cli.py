@@ -145,10 +145,24 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     # each ran the whole experiment (or part of it) and ended in a traceback and a crash report
     ("batching", ["--thresholds", "x"], "--thresholds: a comma list of integers, not 'x'"),
     ("batching", ["--thresholds", "4,0"], "--thresholds: each must be at least 1, not 0"),
-    ("batching", ["--commands", "0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--commands", "0"], "argument --commands: must be at least 1, not 0"),
     ("batching", ["--aligns", "8,3"], "--aligns: an IB alignment is a power of two in 1..256 dwords, not 3"),
-    ("producer_consumer", ["--items", "0"], "--items must be in 1..1024, not 0"),
-    ("producer_consumer", ["--poll-interval", "-1"], "--poll-interval must be in 0..65535, not -1"),
+    ("producer_consumer", ["--items", "0"], "argument --items: must be at least 1, not 0"),
+    ("producer_consumer", ["--poll-interval", "-1"], "argument --poll-interval: must be at least 0, not -1"),
+    # every example's numbers are checked one way (testbench.argtypes.integer_in, its bounds
+    # given where the option is declared): pools took --seed -1 where memcpy refused it, and
+    # the others said "--items must be in 1..1024" where memcpy said "argument --seed: ..."
+    ("pools", ["--seed", "-1"], "argument --seed: must be at least 0, not -1"),
+    ("memcpy", ["--seed", "-1"], "argument --seed: must be at least 0, not -1"),
+    ("pools", ["--allocs", "0"], "argument --allocs: must be at least 1, not 0"),
+    ("pools", ["--allocs", "1000001"], "argument --allocs: must be at most 1000000, not 1000001"),
+    ("pools", ["--live", "0"], "argument --live: must be at least 1, not 0"),
+    ("async_submit", ["--writes", "65"], "argument --writes: must be at most 64, not 65"),
+    ("async_submit", ["--submits", "0"], "argument --submits: must be at least 1, not 0"),
+    ("copy_pipeline", ["--chunks", "257"], "argument --chunks: must be at most 256, not 257"),
+    ("copy_pipeline", ["--slots", "0"], "argument --slots: must be at least 1, not 0"),
+    ("copy_pipeline", ["--chunk-bytes", "6"], "argument --chunk-bytes: must be a multiple of 4, not 6"),
+    ("producer_consumer", ["--slots", "65"], "argument --slots: must be at most 64, not 65"),
     # a plot it cannot write, found after the run, or written where it does not say (PATH.png)
     ("batching", ["--plot", "{tmp}"], "--plot {tmp}: a folder, not a file (give a name such as {tmp}/plot.png)"),
     ("batching", ["--plot", "{tmp}/x.txt"], "--plot {tmp}/x.txt: give a .png, .svg or .pdf file"),
@@ -160,7 +174,7 @@ def test_every_example_help_says_what_it_is_in_whole_sentences(app, capsys):
     # every count takes what gpucosim's options take (testbench.argtypes.parse_int), and says so
     ("pools", ["--allocs", "1e3"], "argument --allocs: must be an integer (decimal or 0x hex), not '1e3'"),
     ("memcpy", ["--seed", "x"], "argument --seed: must be an integer (decimal or 0x hex), not 'x'"),
-    ("batching", ["--commands", "0x0"], "--commands must be in 1..65536, not 0"),
+    ("batching", ["--commands", "0x0"], "argument --commands: must be at least 1, not 0x0"),
     ("batching", ["--thresholds", "0x4,0"], "--thresholds: each must be at least 1, not 0"),
 ])
 def test_example_arguments_are_checked_before_anything_runs(app, argv, message, capsys, tmp_path, monkeypatch):

@@ -43,7 +43,8 @@ def test_an_examples_own_range_check_is_one_line(capsys):
     with pytest.raises(SystemExit) as exc:
         copy_pipeline.main(["--chunk-bytes", "6"])
     assert exc.value.code == 2
-    assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: --chunk-bytes must be a multiple of 4, not 6"]
+    assert capsys.readouterr().err.splitlines() == ["copy_pipeline: error: argument --chunk-bytes: must be a multiple "
+                                                    "of 4, not 6"]
 
 
 def test_memcpy_refuses_a_negative_seed_before_it_runs(capsys):
@@ -76,5 +77,31 @@ def test_copy_pipeline_chunks_that_do_not_fit_are_one_line(capsys):
             "copy_pipeline: error: --chunks 256 of --chunk-bytes 65536 (16777216 bytes in GTT and again in VRAM) do "
             "not fit in the model device's memory (alloc: no device memory for 0x1000000 bytes") and err.endswith(
             "): give fewer or smaller chunks\n"), err
+    finally:
+        kmd_model.unbind()
+
+
+def test_producer_consumer_items_past_the_kmds_job_limit_are_one_line(capsys):
+    """`producer_consumer --items 33` (its --help gave 1-1024) recorded 33 jobs before the
+    producer's first item; the KMD holds a context's CS past sched_jobs (32) unfinished jobs
+    until the oldest is done, and the oldest waited for the producer: the job timer ended it
+    after 500,000 cycles, a GpuError and a crash report. It is one usage line naming the
+    limit, the device never opened; 32 items run, and --one-submission (one job) is not held
+    to it."""
+    import kmd_model
+    from examples import producer_consumer
+    from testbench.refmodel import RefModel
+
+    kmd = kmd_model.bind(RefModel(dma=True))
+    try:
+        with pytest.raises(SystemExit) as exc:
+            producer_consumer.main(["--items", "33"])
+        assert exc.value.code == 2 and not kmd.files
+        assert capsys.readouterr().err.splitlines() == [
+            "producer_consumer: error: --items 33: at most 32 here: every item is a job recorded before the producer "
+            "starts, and the KMD holds a context's CS past 32 unfinished jobs (sched_jobs) until its oldest, item 0, "
+            "is done: a deadlock the job timer would end"]
+        assert producer_consumer.main(["--items", "32", "--slots", "64"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == "producer/consumer: OK on model — 32 items, 64 slots"
     finally:
         kmd_model.unbind()

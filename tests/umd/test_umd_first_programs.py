@@ -34,14 +34,25 @@ def test_argument_mistakes_name_the_entry_point():
     (queue_write_batched), which the app never saw; help() names it too."""
     gpu = _gpu()
     q, buf = gpu.queue(), gpu.alloc(64)
-    _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value'", q.write, buf, offset=0, value=1)
+    _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value' (Queue.write() takes buf, offset, "
+            "data)", q.write, buf, offset=0, value=1)
     _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", q.write, buf, 0)
-    _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles'", q.finish,
-            timeout_cycles=10)
-    _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out'", q.download, buf, 0, 4,
-            out=np.zeros(4, np.uint8))
-    _raises(TypeError, "Device.queue() takes 1 positional argument but 2 were given", gpu.queue, "copy")
-    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom'", gpu.alloc, 64, dom="vram")
+    _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles': did you mean timeout=? "
+            "(Queue.finish() takes timeout)", q.finish, timeout_cycles=10)
+    _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out' (Queue.download() takes src, "
+            "src_offset, size, timeout)", q.download, buf, 0, 4, out=np.zeros(4, np.uint8))
+    # (counted as the app wrote them: Python counted the object too, "Device.queue() takes 1
+    # positional argument but 2 were given" for the one the app gave)
+    _raises(TypeError, "Device.queue() takes no positional arguments but 1 was given: Device.queue(*, "
+            "flush_threshold=None, flush_dwords=None, ib_size_dw=1024, max_inflight=32, engine='gfx', "
+            "priority='normal', async_submit=None)", gpu.queue, "copy")
+    _raises(TypeError, "Queue.write() takes 3 positional arguments but 4 were given: Queue.write(buf, offset, data)",
+            q.write, buf, 0, 1, 2)
+    _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
+    _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
+            "*, winsys=None, pools=True)", umd.open, 2, None)
+    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom': did you mean domain=? (Device.alloc() "
+            "takes size, domain, alignment, zero)", gpu.alloc, 64, dom="vram")
     assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
     v1 = umd.open(api_version=1).queue()  # version 1's write is another function, named the same
     _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", v1.write, buf, 0)
@@ -290,6 +301,141 @@ def test_open_before_a_device_is_bound():
         umd.open()
 
 
+def test_a_mistyped_keyword_says_what_the_call_takes():
+    """umd.open(pool=False) was Python's "open() got an unexpected keyword argument 'pool'":
+    which open, and what it takes, the app had to look up. Every entry point's mistyped
+    keyword now names the call, what it takes and the name probably meant; a TypeError from
+    inside a call (a wrong value) is the call's own, untouched."""
+    kmd_model.bind(RefModel())
+    _raises(TypeError, "umd.open() got an unexpected keyword argument 'pool': did you mean pools=? (umd.open() takes "
+            "api_version, winsys, pools)", umd.open, pool=False)
+    _raises(TypeError, "umd.open() got an unexpected keyword argument 'api' (umd.open() takes api_version, winsys, "
+            "pools)", umd.open, api=2)
+    gpu = umd.open(api_version=2)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'domian': did you mean domain=? "
+            "(Device.alloc() takes size, domain, alignment, zero)", gpu.alloc, 64, domian="vram")
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'engin': did you mean engine=? "
+            "(Device.queue() takes flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority)",
+            gpu.queue, engin="copy")
+    _raises(TypeError, "Event.wait() got an unexpected keyword argument 'timout': did you mean timeout=? "
+            "(Event.wait() takes timeout, timeout_cycles)", q.signal().wait, timout=5)
+    _raises(TypeError, "Buffer.free() got an unexpected keyword argument 'now' (Buffer.free() takes no arguments)",
+            buf.free, now=True)
+    _raises(TypeError, "Queue.close() got an unexpected keyword argument 'wait' (Queue.close() takes no arguments)",
+            q.close, wait=False)
+    _raises(TypeError, "alloc: zero must be True or False, not 1", gpu.alloc, 64, zero=1)  # (from inside: as it was)
+    assert not q.closed and not buf.freed
+    gpu.close()
+
+
+def test_how_much_memory_an_app_has():
+    """On the model a newcomer's alloc(20 << 20) of GTT failed with the kernel's hex alone
+    ("no 0x1400000 bytes free in GTT (0xff3000 free, largest hole 0xe00000)"): that the
+    kernel's buffers take half of GTT (the CS shadow pool) was written nowhere a newcomer
+    reads, and alloc(1 << 30) said "GPU virtual address space exhausted", as if freeing
+    buffers would make room. The error says what the heap has and holds, in MiB, and points
+    at docs/tutorial.md's paragraph, whose figures are the model's."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[2] / "docs" / "tutorial.md").read_text().split())
+    assert "**How much memory an app has.** The device's 64 MiB (the model's and the RTL's) are two heaps of " \
+           "32 MiB" in text and "So an app has about 16 MiB of GTT and nearly 32 MiB of VRAM." in text
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    m = gpu.memory()
+    assert m.gtt.total == 32 << 20 and 16 << 20 < m.gtt.used < 16.2 * (1 << 20)  # the kernel's half
+    assert 32 << 20 > m.vram.total > m.vram.total - m.vram.used > 31.9 * (1 << 20)
+    kernel = m.gtt.used
+    _raises(umd.OutOfMemory, "alloc: no device memory for 0x1400000 bytes (ENOMEM: GEM_CREATE: no 0x1400000 bytes "
+            "free in GTT (0xff3000 free, largest hole 0xe00000)); GTT has 32 MiB: 15.9 MiB free, the largest buffer "
+            "that fits 14 MiB; this Device holds 0 MiB of it, the kernel (its rings and the CS checker's shadow pool) "
+            "and other clients 16.1 MiB (gpu.memory(); docs/tutorial.md, \"How much memory an app has\")",
+            gpu.alloc, 20 << 20)
+    assert "0x1400000 bytes (...); GTT has 32 MiB: 15.9 MiB free" in text
+    bufs = [gpu.alloc(1 << 20) for _ in range(3)]
+    big = gpu.alloc(30 << 20, "vram")
+    with pytest.raises(umd.OutOfMemory) as ei:
+        gpu.alloc(13 << 20)
+    assert str(ei.value).endswith(f"this Device holds 3 MiB of it, the kernel (its rings and the CS checker's shadow "
+                                  f"pool) and other clients {(kernel >> 10) / 1024:.1f} MiB (gpu.memory(); "
+                                  "docs/tutorial.md, \"How much memory an app has\")"), ei.value
+    with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0x400000 bytes .*; VRAM has 32 MiB: 1.9 "
+                       r"MiB free, the largest buffer that fits 1.9 MiB; this Device holds 30 MiB of it, the kernel "
+                       r"\(its VMs' page tables\) and other clients 0.1 MiB "):
+        gpu.alloc(4 << 20, "vram")
+    _raises(umd.OutOfMemory, "alloc: 0x40000000 bytes is more than the whole of GTT (32 MiB, 12.9 MiB of it free "
+            "now: gpu.memory(); docs/tutorial.md, \"How much memory an app has\")", gpu.alloc, 1 << 30)
+    assert "0x40000000 bytes is more than the whole of GTT (32 MiB, 15.9 MiB of it free now" in text
+    for b in (*bufs, big):
+        b.free()
+    gpu.close()
+
+
+def test_every_entry_point_says_what_it_does():
+    """help(gpu.memory) and help(q.close) showed a signature and nothing else: the two entry
+    points without a docstring, where a newcomer looks first."""
+    for table in umd.TABLES.values():
+        for key, fn in table.entries.items():
+            assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
+
+
+@pytest.mark.parametrize("ending, says", [
+    ("", "umd: the program ended with 2 commands of <umd.Queue ctx 1 api v3> recorded and never submitted: the GPU "
+         "never ran them (flush(), finish() or close() submits; the first Queue.write() #1)"),
+    ("q.flush()", ""), ("gpu.close()", ""), ("kmd_model.unbind()", "")])
+def test_a_program_that_ends_without_submitting_is_told(ending, says):
+    """`python app.py` whose last q.write() was never flushed lost it without a word: the
+    GPU never ran it (`gpucosim run` says so in its exit report, a LEAK line). The UMD says
+    it as the interpreter ends, one line per such queue; nothing when the work was
+    submitted, the device closed, or the driver gone (what gpucosim's run does at its end)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    app = ("import umd, kmd_model\nfrom testbench.refmodel import RefModel\nkmd_model.bind(RefModel())\n"
+           "gpu = umd.open()\nb = gpu.alloc(64)\nq = gpu.queue()\nq.write(b, 0, 1)\nq.write(b, 4, 2)\n" + ending + "\n")
+    r = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[2], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == (says and says + "\n"), r.stderr
+
+
+class _Untouchable(np.ndarray):
+    """An array whose values must not be read: the call should refuse it by its size alone."""
+
+    def tolist(self):
+        raise AssertionError("the values were converted")
+
+
+class _UntouchableList(list):
+    def __iter__(self):
+        raise AssertionError("the values were converted")
+
+
+def test_a_write_too_large_for_its_buffer_is_refused_by_its_size():
+    """q.write(buf, 0, np.zeros(10**8, np.uint32)) to a 64-byte buffer converted and checked
+    all 10**8 values (a minute, and gigabytes of Python ints) before it said the write did
+    not fit; emit_raw of 10**7 dwords took seconds to say they do not fit in an IB. Each is
+    refused by its length first, in the same words."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    big = np.zeros(10**6, np.uint32).view(_Untouchable)
+    _raises(ValueError, "write: [0x0, 0x3d0900) is outside the 0x40-byte buffer", q.write, buf, 0, big)
+    _raises(ValueError, "write: [0x8, 0x4c) is outside the 0x40-byte buffer", q.write, buf, 8,
+            _UntouchableList([0] * 17))
+    _raises(ValueError, "write: [0x0, 0x44) is outside the 0x40-byte buffer", q.write, buf, 0, bytes(68))
+    top = q.cmdbuf.max_packet_dw
+    _raises(ValueError, f"emit_raw: 1000000 dwords do not fit in one IB of this queue (ib_size_dw=1024 holds at most "
+            f"{top} of an app's dwords beside its chaining and padding): record them in several calls, or make the "
+            "queue with a larger ib_size_dw", q.emit_raw, _UntouchableList([0] * 10**6))
+    _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, big)
+    buf.free()
+    _raises(ValueError, f"write: buf {buf!r} was freed (Buffer.free)", q.write, buf, 0, big)
+    q.write(gpu.alloc(64), 0, list(range(16)))  # (what fits is written as before)
+    assert q.calls == 1
+    gpu.close()
+
+
 def test_numpy_bools_are_bools():
     """numpy's integers are integers to every call; its bools (what `arr.any()` returns) were
     refused as "must be True or False, not np.True_". 1 and "yes" still are."""
@@ -318,7 +464,8 @@ def test_version_1_queue_has_no_engine_or_priority():
             priority="high")
     _raises(TypeError, "queue: async_submit= is not in API version 1 (it is in version 3)", gpu.queue,
             async_submit=True)
-    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate'", gpu.queue, frobnicate=1)
+    _raises(TypeError, "Device.queue() got an unexpected keyword argument 'frobnicate' (Device.queue() takes "
+            "flush_threshold, flush_dwords, ib_size_dw, max_inflight)", gpu.queue, frobnicate=1)
     q = gpu.queue(flush_threshold=4, ib_size_dw=256, max_inflight=2)
     assert (q.engine, q.priority, q.flush_threshold) == ("gfx", "normal", 4)
     assert umd.open(api_version=2).queue(engine="copy", priority="low").engine == "copy"
@@ -495,7 +642,15 @@ def test_a_device_whose_driver_was_reloaded(how):
     ev = q.signal()
     q.finish()
     q.write(buf, 4, 2)  # recorded, never submitted
+    view, words = buf.map(), buf.u32  # kept across the reload
     getattr(kmd_model, how)()
+    # a view taken before: kmd_model's own MappingRevoked ("BO fd3:1 ... was closed (its file
+    # was closed)"), a class no UMD document names; map() handed the dead view out again
+    for use in (lambda: view[0], lambda: words.__setitem__(0, 5), lambda: words[2:].tolist(), view.copy):
+        _raises(umd.DeviceLost, f"a view of {buf!r} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
+                "any more: open a new Device (umd.open())", use)
+    _raises(umd.DeviceLost, f"u32: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
+            lambda: buf.u32)
     for call, fn in [("alloc", lambda: gpu.alloc(64)), ("queue", gpu.queue), ("memory", gpu.memory),
                      ("write", lambda: q.write(buf, 0, 1)), ("flush", q.flush), ("finish", q.finish),
                      ("wait", ev.wait), ("signalled", ev.signalled), ("map", buf.map)]:

@@ -124,9 +124,9 @@ def test_copy_pipeline_example_reports_and_refuses(capsys):
         kmd_model.bind(model)
         assert copy_pipeline.main([]) == 2  # cannot run here (as memcpy): 1 is a run that failed
         assert capsys.readouterr().out == f"copy_pipeline: the model backend has {why}; this example needs both\n"
-    for argv, msg in ((["--chunks", "0"], "--chunks must be in 1..256, not 0"),
-                      (["--slots", "17"], "--slots must be in 1..16, not 17"),
-                      (["--chunk-bytes", "6"], "--chunk-bytes must be a multiple of 4, not 6")):
+    for argv, msg in ((["--chunks", "0"], "argument --chunks: must be at least 1, not 0"),
+                      (["--slots", "17"], "argument --slots: must be at most 16, not 17"),
+                      (["--chunk-bytes", "6"], "argument --chunk-bytes: must be a multiple of 4, not 6")):
         with pytest.raises(SystemExit) as exc:
             copy_pipeline.main(argv)
         assert exc.value.code == 2 and capsys.readouterr().err.splitlines()[-1] == f"copy_pipeline: error: {msg}"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kmd_model.uapi import KmdError, VaOp, VmFlags
+from kmd_model.uapi import Domain, InfoQuery, KmdError, VaOp, VmFlags
 
 from ..errors import OutOfMemory
 from .va import VaAllocator
@@ -105,6 +105,11 @@ class _Slab:
     touched: set = field(default_factory=set)  # offsets handed out before: no longer zero
 
 
+def _mib(n: int) -> str:
+    """Bytes as MiB, one decimal ("16 MiB", "15.9 MiB"), for a message a person reads."""
+    return f"{n / (1 << 20):.1f}".removesuffix(".0") + " MiB"
+
+
 class MemoryManager:
     """A Device's memory: VA allocation, BOs, and (with `pools`) the cache and the slabs."""
 
@@ -126,6 +131,7 @@ class MemoryManager:
         self.n = dict.fromkeys(("created", "released", "hits", "misses", "expired", "slab_allocs",
                                 "deferred"), 0)
         self.waste = self.waste_peak = 0
+        self.held = dict.fromkeys(Domain, 0)  # bytes of the BOs this Device has made and not closed, per heap
         self._fresh: dict[int, bool] = {}  # id(slab backing) -> it came new from the kernel
 
     # ------------------------------------------------------------------ fences
@@ -171,12 +177,31 @@ class MemoryManager:
             self.va.free(va)
             raise
         self.n["created"] += 1
+        self.held[Domain(domain)] += out.size
         return Backing(out.handle, out.size, va, domain)
+
+    def _heap_said(self, domain: int) -> str:
+        """What an app's OutOfMemory adds to the kernel's words: the heap's size, what is free
+        in it and what the app holds of it, in MiB. The kernel's own buffers take part of each
+        heap first (on the model's and the RTL's 64 MiB: half of GTT, the CS checker's shadow
+        pool), which the kernel's hex alone left a newcomer to find out."""
+        try:
+            info = self.ws.query(InfoQuery.MEMORY)
+        except KmdError:  # (no figures to give: the kernel's words stand alone)
+            return ""
+        d = Domain(domain)
+        h = info.vram if d == Domain.VRAM else info.gtt
+        mine = self.held[d]
+        kernel = "its VMs' page tables" if d == Domain.VRAM else "its rings and the CS checker's shadow pool"
+        return (f"; {d.name} has {_mib(h.total)}: {_mib(h.total - h.used)} free, the largest buffer that fits "
+                f"{_mib(h.largest_free)}; this Device holds {_mib(mine)} of it, the kernel ({kernel}) and other "
+                f"clients {_mib(h.used - mine)} (gpu.memory(); docs/tutorial.md, \"How much memory an app has\")")
 
     def _release(self, b: Backing) -> None:
         """Back to the kernel. The KMD unmaps it once no job uses it, so its VA is reused
         only after every submission made until now has finished."""
         self.ws.gem_close(b.handle)
+        self.held[Domain(b.domain)] -= b.size
         self.n["released"] += 1
         self.va_pending.append((b.va, self.fence_now()))
 
@@ -276,7 +301,7 @@ class MemoryManager:
             # (the app asked the UMD, not the kernel: no memory is the UMD's OutOfMemory, as an
             # exhausted VA range is; the kernel's errno and words stay in the message)
             if e.errno == errno.ENOMEM:
-                raise OutOfMemory(f"alloc: no device memory for {size:#x} bytes ({e})") from e
+                raise OutOfMemory(f"alloc: no device memory for {size:#x} bytes ({e}){self._heap_said(domain)}") from e
             raise
 
     # ------------------------------------------------------------------ slabs
