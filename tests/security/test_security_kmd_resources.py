@@ -25,7 +25,7 @@ import pytest
 import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.uapi import KmdError, MappingRevoked, Request
-from spec import pm4
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
@@ -203,3 +203,36 @@ def test_a_file_closed_when_its_flush_is_lost_releases_every_bo_and_its_vm():
     assert c.f.closed
     dev.lost = False
     assert not kmd.live_bos() and len(kmd.bo.live_bos(None)) == before  # no page table left either
+
+
+def test_a_bo_unmapped_under_two_jobs_in_rings_stays_until_the_last_of_them_ends():
+    """X is mapped after the CSs of two jobs of the same VM, one in the gfx ring and one in
+    the SDMA ring, each waiting for its flag (neither holds X by its CS), then closed: each
+    job in a ring may have translated a write to X before the TLB flush (Kmd.hold_for_jobs_in_rings),
+    so X stays allocated, GEM_WAIT_IDLE busy, until the last of the two has ended, whichever
+    ends first; a new BO of another file never gets its page meanwhile."""
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+
+    for first in ("gfx", "sdma"):
+        kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=1 << 30)
+        a, v = Client(), Client()
+        ib, flag = a.bo(0x1000), a.bo(0x1000)
+        g = a.submit(a.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+        s = a.submit(sdma_ib(ib, sdma.poll_regmem(flag.addr + 4, 1, 1, "EQ", interval=1), 0x400))
+        x = a.bo(0x1000)
+        bo = a.f.handles[x.handle]
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+        assert not bo.freed and bo.busy_jobs == 2
+        order = [(g, 0), (s, 1)] if first == "gfx" else [(s, 1), (g, 0)]
+        seq, k = order[0]
+        flag.u32[k] = 1
+        assert a.wait(seq)
+        assert not bo.freed, f"{first} ended first: X freed while the other job of its VM is in a ring"
+        got = [v.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle for _ in range(16)]
+        assert bo.gpu_addr not in {v.f.handles[h].gpu_addr for h in got}
+        seq, k = order[1]
+        flag.u32[k] = 1
+        assert a.wait(seq) and bo.freed
+        a.f.close()
+        v.f.close()
+        assert not kmd.live_bos()
