@@ -76,6 +76,24 @@ def api_call(name: str) -> Callable:
     return deco
 
 
+def named_args(name: str) -> Callable:
+    """A public method `name` that is not an API entry point (not seen by `api_hook`: an
+    Event.signalled() loop is not a span a look), its argument mistakes said as
+    _keyword_mistake says them: ev.signalled(1) was Python's 'takes 1 positional argument
+    but 2 were given' (which counts the event)."""
+    def deco(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except TypeError as e:
+                if (better := _keyword_mistake(name, fn, args, kwargs, e)) is None:
+                    raise
+            raise better
+        return call
+    return deco
+
+
 def accepted_keywords(fn: Callable) -> list[str]:
     """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
     return [p.name for p in inspect.signature(fn).parameters.values()

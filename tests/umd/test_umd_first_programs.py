@@ -49,6 +49,17 @@ def test_argument_mistakes_name_the_entry_point():
     _raises(TypeError, "Queue.write() takes 3 positional arguments but 4 were given: Queue.write(buf, offset, data)",
             q.write, buf, 0, 1, 2)
     _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
+    # an Event's and a Timestamp's methods too (signalled() was Python's "takes 1 positional
+    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a look)
+    ev, ts = q.signal(), q.timestamp()
+    for e in (ev, ts):
+        _raises(TypeError, "Event.signalled() takes no positional arguments but 1 was given: Event.signalled()",
+                e.signalled, 1)
+        _raises(TypeError, "Event.signalled() got an unexpected keyword argument 'timeout' (Event.signalled() "
+                "takes no arguments)", e.signalled, timeout=5)
+        _raises(TypeError, "Event.wait() takes from 0 to 1 positional arguments but 2 were given: "
+                "Event.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
+    assert ev.signalled.__name__ == "signalled" and ev.signalled.__qualname__ == "Event.signalled"
     _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
             "*, winsys=None, pools=True)", umd.open, 2, None)
     _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom': did you mean domain=? (Device.alloc() "
