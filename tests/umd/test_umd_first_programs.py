@@ -176,10 +176,12 @@ def test_a_queues_settings_set_after_queue_are_checked():
     q = gpu.queue()
     for name, value, exc, message in (
             ("flush_threshold", 0, ValueError, "Queue.flush_threshold must be >= 1, not 0"),
-            ("flush_threshold", "8", TypeError, "Queue.flush_threshold: value must be an int, not '8'"),
+            ("flush_threshold", "8", TypeError, "Queue.flush_threshold must be an int, not '8'"),
             ("flush_dwords", 0, ValueError, "Queue.flush_dwords must be >= 1 or None, not 0"),
             ("max_inflight", 0, ValueError, "Queue.max_inflight must be >= 1, not 0"),
-            ("timeout", -1, ValueError, "Queue.timeout: value must be in [0, 2**64) or None, not -1"),
+            ("timeout", -1, ValueError, "Queue.timeout must be in [0, 2**64) or None, not -1"),
+            ("timeout", 1.5, TypeError, "Queue.timeout must be an int (GPU cycles) or None, not 1.5"),
+            ("dma_chunk", "8", TypeError, "Queue.dma_chunk must be an int, not '8'"),
             ("dma_chunk", 0, ValueError,
              "Queue.dma_chunk must be in [1, 0x100000] (one packet's most on this engine), not 0"),
             ("engine", "copy", AttributeError,
