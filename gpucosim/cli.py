@@ -39,6 +39,11 @@ examples:
   gpucosim run examples/batching.py --sim model -- --plot build/batching.png
   gpucosim run examples/demo.py --timeout 60 --trace build/demo.json   # stopped after 60 s: status 124
 
+The exit status is what main() (or module:function) returns, as sys.exit(value) and a
+console script take it: None is 0, an int that status (0 to 255; others are 1, said so),
+anything else is printed to stderr and is 1 (`gpucosim run os:getcwd` prints the directory
+and exits 1: the function is an app's main, its result no output).
+
 Ctrl-C, --timeout, SIGTERM and SIGHUP stop the app and still write --trace and --stats-json,
 and print --stats's exit report of what ran (status 130, 124, 143 and 129). The app's
 traceback and gpucosim's errors go to stderr on every backend.

@@ -15,7 +15,7 @@ from spec import pm4, sdma
 from . import failed_jobs, kmd_errors, submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
-from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed, record
+from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed, named_args, record
 from .submit import PendingCs
 from .winsys.ioctl import DRIVER_CLOSED
 
@@ -61,6 +61,7 @@ class Event(_Handle):
         if not q.closed and q.ws.lost():
             raise DeviceLost(f"{call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
 
+    @named_args("Event.signalled")
     def signalled(self) -> bool:
         """A look at memory: no ioctl, no flush, no wait. A look that finds it not signalled
         takes POLL_CYCLES of device time once it is submitted (as a CPU's read of memory the

@@ -109,7 +109,7 @@ def _at_least_1(name: str, none: bool = False):
     def check(q: "Queue", v):
         if v is None and none:
             return None
-        v = _index(f"Queue.{name}", "value", v)
+        v = _index(f"Queue.{name}", None, v)
         if v < 1:
             raise ValueError(f"Queue.{name} must be >= 1{' or None' if none else ''}, not {v}")
         return v
@@ -117,7 +117,7 @@ def _at_least_1(name: str, none: bool = False):
 
 
 def _dma_chunk(q: "Queue", v) -> int:
-    v = _index("Queue.dma_chunk", "value", v)
+    v = _index("Queue.dma_chunk", None, v)
     top = sdma.MAX_COPY_BYTES if q.copy_engine else q.device.dev_info.dma_max_bytes
     if not top:
         raise ValueError("Queue.dma_chunk: this queue has no DMA engine (CAPS.DMA = 0): nothing to split")
@@ -140,7 +140,7 @@ class Queue(_Dispatched):
     flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"))
     flush_dwords = _knob("flush_dwords", _at_least_1("flush_dwords", none=True))
     max_inflight = _knob("max_inflight", _at_least_1("max_inflight"))
-    timeout = _knob("timeout", lambda q, v: _timeout("Queue.timeout", v, "value"))
+    timeout = _knob("timeout", lambda q, v: _timeout("Queue.timeout", v, None))
     dma_chunk = _knob("dma_chunk", _dma_chunk)
     engine = _fixed("engine", "engine")
     priority = _fixed("priority", "priority")

@@ -76,6 +76,24 @@ def api_call(name: str) -> Callable:
     return deco
 
 
+def named_args(name: str) -> Callable:
+    """A public method `name` that is not an API entry point (not seen by `api_hook`: an
+    Event.signalled() loop is not a span a look), its argument mistakes said as
+    _keyword_mistake says them: ev.signalled(1) was Python's 'takes 1 positional argument
+    but 2 were given' (which counts the event)."""
+    def deco(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except TypeError as e:
+                if (better := _keyword_mistake(name, fn, args, kwargs, e)) is None:
+                    raise
+            raise better
+        return call
+    return deco
+
+
 def accepted_keywords(fn: Callable) -> list[str]:
     """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
     return [p.name for p in inspect.signature(fn).parameters.values()
@@ -634,21 +652,23 @@ class Buffer(_Handle):
 
 # ---------------------------------------------------------------------------- argument helpers
 
-def _index(call: str, name: str, v: Any) -> int:
+def _index(call: str, name: str | None, v: Any) -> int:
     """An integer argument as a plain int, read once: callers use what this returns, never `v`
     again (an app's __index__ may answer differently the next time, or raise). operator.index
-    answers an exact int (Python 3.10 on), for an int subclass too: none of its methods runs later."""
+    answers an exact int (Python 3.10 on), for an int subclass too: none of its methods runs later.
+    name None: `call` names the value itself (a setting: "Queue.max_inflight must be an int")."""
+    who = call if name is None else f"{call}: {name}"
     if isinstance(v, bool):
-        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}")
+        raise TypeError(f"{who} must be an int, not {shown(v)}")
     try:
         n = operator.index(v)
     except TypeError:
-        raise TypeError(f"{call}: {name} must be an int, not {shown(v)}") from None
+        raise TypeError(f"{who} must be an int, not {shown(v)}") from None
     except Exception as e:  # the app's own __index__ raised: still this call's one-line error
-        raise TypeError(f"{call}: {name} must be an int, not a {type(v).__name__} whose __index__ raised "
+        raise TypeError(f"{who} must be an int, not a {type(v).__name__} whose __index__ raised "
                         f"{type(e).__name__}") from None
     if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
-        raise ValueError(f"{call}: {name} must fit in 64 bits, not {shown(n)}")
+        raise ValueError(f"{who} must fit in 64 bits, not {shown(n)}")
     return n
 
 
@@ -676,18 +696,19 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
 FOREVER = (1 << 64) - 1  # the KMD's "no bound" (amdgpu's AMDGPU_TIMEOUT_INFINITE): a wait's timeout=None
 
 
-def _timeout(call: str, v: Any, name: str = "timeout") -> int:
+def _timeout(call: str, v: Any, name: str | None = "timeout") -> int:
     """A wait's bound in GPU cycles (None: none, FOREVER; the KMD's job timer still ends a
     job that stops making progress), checked here whatever the wait would find (an event
     already signalled too), so a bad value is the caller's error, not the kernel's EINVAL.
-    Every waiting call names it `timeout` (docs/architecture.md, "The UMD's API rules")."""
+    Every waiting call names it `timeout` (docs/architecture.md, "The UMD's API rules"). name None: `call` is a setting (Queue.timeout)."""
+    who = call if name is None else f"{call}: {name}"
     if v is None:
         return FOREVER
     if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-        raise TypeError(f"{call}: {name} must be an int (GPU cycles) or None, not {shown(v)}")
+        raise TypeError(f"{who} must be an int (GPU cycles) or None, not {shown(v)}")
     v = _index(call, name, v)
     if not 0 <= v < 1 << 64:
-        raise ValueError(f"{call}: {name} must be in [0, 2**64) or None, not {v}")
+        raise ValueError(f"{who} must be in [0, 2**64) or None, not {v}")
     return v
 
 

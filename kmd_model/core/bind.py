@@ -64,7 +64,10 @@ def _check_device(dev) -> None:
 def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) -> Kmd:
     """Probe and initialise `dev`; later `open_render_node()` calls open this device.
     Keyword arguments are KmdParams fields: `bind(dev, initial_seq=2**32 - 500)`;
-    `observers` see the driver's events from bring-up on (Kmd.notify)."""
+    `observers` see the driver's events from bring-up on (Kmd.notify). The driver bound
+    before goes, its files closed (Kmd.detach): before the bring-up when it is `dev`'s
+    (which it resets), after it when it is another device's. A bring-up that fails is
+    the KmdError that says whether a driver is still bound."""
     global _bound
     _check_device(dev)
     if params is not None and kw:
@@ -76,11 +79,27 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
                                     "itself, under `if __name__ == \"__main__\":`, as examples/hello.py does; a "
                                     "script without a main(), which gpucosim runs as __main__, binds only when "
                                     "kmd_model.bound() raises KmdError, as examples/demo.py does)")
-    if _bound is not None and _bound.dev is dev:
+    old = _bound
+    if old is not None and old.dev is dev:
         # one driver per device: the old one's files would keep BOs in memory the new one
-        # hands out again, and wait for jobs its rings no longer run
-        _bound.detach()
-    kmd = Kmd(dev, params, observers)
+        # hands out again, and wait for jobs its rings no longer run. Gone before the new
+        # one resets the hardware, so a bring-up that fails leaves no driver bound.
+        _bound = None
+        old.detach()
+    try:
+        kmd = Kmd(dev, params, observers)
+    except KmdError as e:  # the bring-up failed: say what is bound now
+        if old is not None:
+            e.message += (": no driver is bound now (the device's old driver was unloaded first): bind again"
+                          if _bound is None else ": the driver bound before is still bound, its device untouched")
+            e.args = (e.errno, e.message)
+        raise
+    if _bound is not None:
+        # another device: the one render node is the new device's now. The old driver's
+        # Devices are lost (DeviceLost at their next call), as at an unbind: they went on
+        # working on a driver that was no longer the bound one, which the exit report,
+        # the trace and a new umd.open() did not see.
+        _bound.detach("its device's driver was unbound (another device was bound)")
     _bound = kmd
     return kmd
 

@@ -145,14 +145,15 @@ class ClientsMixin:
         if error is not None:
             raise error
 
-    def detach(self) -> None:
-        """The device is bound again (bind()): this driver is gone without touching the
-        hardware, which the new one resets. Its files answer EBADF from now on and its
-        BOs' CPU mappings are revoked (their memory is the new driver's to hand out)."""
+    def detach(self, why: str = "its driver was replaced (the device was bound again)") -> None:
+        """The device is bound again (bind()), or another device is: this driver is gone
+        without touching the hardware, which a new driver resets. Its files answer EBADF from
+        now on and its BOs' CPU mappings are revoked, saying `why` (their memory is the new
+        driver's to hand out)."""
         for f in list(self.files.values()):
             for bo in f.handles.values():
                 for m in bo.mappings:  # (GEM_CREATE names every BO a handle holds)
-                    m.revoke(f"BO {bo.name}: its driver was replaced (the device was bound again)")
+                    m.revoke(f"BO {bo.name}: {why}")
                 bo.mappings.clear()
             f.closed = True
         self.files.clear()

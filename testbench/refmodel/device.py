@@ -95,6 +95,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
         if not isinstance(vm_levels, int) or isinstance(vm_levels, bool) or vm_levels not in vm_spec.BUILD_LEVELS:
             raise ValueError(f"vm_levels must be 2, 3 or 4 (as the RTL's MMU), not {vm_levels!r}")
+        for flag, v in (("dma", dma), ("ih", ih), ("vm", vm), ("queues", queues), ("sdma", sdma)):
+            if not isinstance(v, bool):
+                raise TypeError(f"{flag} must be True or False, not {v!r}")
         if not isinstance(cp_burst, int) or cp_burst < 1:
             raise ValueError(f"cp_burst must be a positive number of packets, not {cp_burst!r}")
         if sys.byteorder != "little":  # pragma: no cover

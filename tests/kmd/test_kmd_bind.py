@@ -292,6 +292,7 @@ def test_an_ib_test_that_reads_back_wrong_fails_the_bind():
     the bind fails with EIO saying what it read and what it expected."""
     from kmd_model.core.kmd import IB_TEST_MAGIC
 
+    kmd_model.unbind()  # (nothing bound before: the message is the bring-up's alone)
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         kmd_model.bind(CorruptingModel())
     assert e.value.errno == errno.EIO
@@ -307,6 +308,7 @@ class DeafModel(RefModel):
 
 
 def test_a_ring_test_that_never_completes_fails_the_bind():
+    kmd_model.unbind()  # (nothing bound before: the message is the bring-up's alone)
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         kmd_model.bind(DeafModel(), hw_timeout=2_000)
     assert e.value.errno == errno.ETIMEDOUT
@@ -329,11 +331,68 @@ class DeafAfterOneDoorbell(RefModel):
 def test_an_ib_test_whose_fence_never_signals_fails_the_bind():
     """The ring test passes, then the IB test's doorbell goes unheard: the bind fails with
     ETIMEDOUT naming the fence, the cycles waited and what fence memory holds."""
+    kmd_model.unbind()  # (nothing bound before: the message is the bring-up's alone)
     with pytest.raises(kmd_model.uapi.KmdError) as e:
         kmd_model.bind(DeafAfterOneDoorbell(), hw_timeout=2_000, initial_seq=0x100)
     assert e.value.errno == errno.ETIMEDOUT
     assert e.value.message == ("IB test failed: fence 0x00000100 not signalled after 2000 cycles "
                                "(fence memory 0x000000ff)")
+
+
+class GoesDeaf(RefModel):
+    """A model that binds, then stops hearing the doorbell once told to (`deaf`)."""
+
+    deaf = False
+
+    def mmio_write32(self, offset: int, value: int) -> None:
+        if not (self.deaf and offset == regs.RB_DOORBELL.ADDR):
+            super().mmio_write32(offset, value)
+
+
+def test_a_bind_whose_bring_up_fails_says_what_is_bound_now():
+    """A bind of the bound device again detaches its driver before the bring-up (which
+    resets the hardware): when the bring-up failed, the detached driver stayed the bound one
+    and umd.open() opened a file on it. Now none is bound, said so. A bind of another device
+    that fails leaves the bound driver bound and working, said so too; one that succeeds
+    takes the render node, and a Device of the old driver is DeviceLost at its next call (it
+    went on, on a driver that was no longer the bound one)."""
+    import umd
+
+    dev = GoesDeaf()
+    kmd_model.bind(dev)
+    gpu = umd.open()
+    dev.deaf = True
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(dev, hw_timeout=2_000)
+    assert e.value.errno == errno.ETIMEDOUT
+    assert str(e.value) == ("ETIMEDOUT: ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8): "
+                            "no driver is bound now (the device's old driver was unloaded first): bind again")
+    with pytest.raises(KmdError, match="^ENODEV: no device bound"):
+        kmd_model.bound()
+    with pytest.raises(umd.UmdError, match="^open: no GPU is bound yet"):
+        umd.open()
+    with pytest.raises(umd.DeviceLost, match="^alloc: this Device's file was closed by the driver"):
+        gpu.alloc(64)
+    gpu.close()
+
+    kmd = kmd_model.bind(RefModel())
+    gpu = umd.open()
+    buf = gpu.alloc(64)
+    with pytest.raises(kmd_model.uapi.KmdError) as e:
+        kmd_model.bind(DeafModel(), hw_timeout=2_000)
+    assert str(e.value) == ("ETIMEDOUT: ring test failed: scratch 0xcafedead after 2000 cycles (rptr 0x0, wptr 0x8): "
+                            "the driver bound before is still bound, its device untouched")
+    assert kmd_model.bound() is kmd
+    with gpu.queue() as q:
+        q.write(buf, 0, 5)
+    assert buf.u32[0] == 5
+
+    kmd_model.bind(RefModel())
+    with pytest.raises(umd.DeviceLost, match="^alloc: this Device's file was closed by the driver"):
+        gpu.alloc(64)
+    with pytest.raises(umd.DeviceLost, match="^u32: this Device's file was closed by the driver"):
+        buf.u32.tolist()
+    gpu.close()
 
 
 @pytest.mark.parametrize("dev, said", [

@@ -315,5 +315,8 @@ def test_binding_a_bound_device_again_closes_the_old_drivers_files():
         bo.u32[0] = 0xBAD
     new.run(nbo, pm4.write_data(nbo.addr, [7]))
     assert nbo.u32[0] == 7
-    kmd_model.bind(RefModel())  # another device: its own driver, the first one's files stay open
-    assert new.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start
+    nbo.u32[0] = 8
+    kmd_model.bind(RefModel())  # another device: the old driver goes, its files with it, as at an unbind
+    expect(errno.EBADF, "INFO: the file is closed", new.io, Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
+    with pytest.raises(uapi.MappingRevoked, match=r": its device's driver was unbound \(another device was bound\)$"):
+        nbo.u32[0] = 9

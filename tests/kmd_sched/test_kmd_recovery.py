@@ -418,7 +418,8 @@ def test_a_soft_reset_waits_for_every_queue_to_go_idle():
         kmd_model.bind(dev, hw_timeout=5000)
     assert e.value.errno == errno.EIO
     st = dev.mmio_read32(regs.CP_HQD1_STATUS.ADDR)
-    assert e.value.message == f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x})"
+    assert e.value.message == (f"soft reset: CP_HQD1 not idle after 5000 cycles (CP_HQD1_STATUS {st:#x}): "
+                               "no driver is bound now (the device's old driver was unloaded first): bind again")
 
 
 @pytest.mark.parametrize("ring", ["gfx", "gfx_full", "sdma"])

@@ -318,3 +318,13 @@ def test_a_chain_to_itself_runs_a_burst_at_once_and_the_rest_as_time_passes():
     assert r32(dev, OUT) == 7 and drv.fields(regs.STATUS)["IDLE"] == 1
     with pytest.raises(ValueError, match=r"^cp_burst must be a positive number of packets, not 0$"):
         RefModel(cp_burst=0)
+
+
+@pytest.mark.parametrize("flag", ["dma", "ih", "vm", "queues", "sdma"])
+@pytest.mark.parametrize("bad", ["yes", "no", 1, None])
+def test_the_models_on_off_flags_take_only_true_or_false(flag, bad):
+    """RefModel(dma="yes") was accepted as a device with DMA (and dma="no" too: bool("no") is
+    True): the on/off arguments are True or False, named in one line as its others are."""
+    with pytest.raises(TypeError, match=rf"^{flag} must be True or False, not {bad!r}$"):
+        RefModel(**{flag: bad})
+    assert RefModel(**{flag: False}) is not None

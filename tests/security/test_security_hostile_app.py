@@ -61,6 +61,22 @@ class _Index:
         return self.values[(self.reads - 1) % len(self.values)]
 
 
+class _SlyInt(int):
+    """An int subclass whose every conversion and arithmetic answers `bad`: the UMD checks
+    the int's own value (operator.index: an exact int, no method of this class runs) and must
+    use that value, never the object, whose __index__, __int__ and operators say otherwise."""
+
+    bad = 0
+
+    def _bad(self, *_a):
+        type(self).reads += 1
+        return type(self).bad
+
+    reads = 0
+    __index__ = __int__ = __and__ = __rand__ = __or__ = __ror__ = __rshift__ = __lshift__ = _bad
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __mod__ = __floordiv__ = _bad
+
+
 class _IndexBoom:
     def __index__(self) -> int:
         raise RuntimeError("boom")
@@ -116,6 +132,23 @@ def test_every_umd_integer_argument_is_read_once():
         copy.finish()
         assert b.u32[0x40:0x42].tolist() == [0x1234, 0x1234]  # the writes' data: the first answers
         assert b.u32[0x80:0x82].tolist() == [0x55, 0x55]  # the fill's value
+    # an int subclass whose __index__ (and __int__, and its operators) answer another value
+    # each time: passes every check with its int value, and that value is the one used
+    with umd.open() as gpu:
+        q, copy = gpu.queue(), gpu.queue(engine="copy")
+        b = gpu.alloc(0x1000)
+        for call, name, good, bad, make in _UMD_CALLS:
+            sly = type("Sly", (_SlyInt,), {"bad": bad, "reads": 0})
+            out = make(gpu, q, copy, b, sly(good))
+            assert sly.reads == 0, (call, name, sly.reads)  # nothing of the app's class ran
+            if call == "queue":
+                out.write(b, 0x400, [1, 2])
+                out.finish()
+                out.close()
+        q.finish()
+        copy.finish()
+        assert b.u32[0x40:0x42].tolist() == [0x1234, 0x1234]
+        assert b.u32[0x80:0x82].tolist() == [0x55, 0x55]
 
 
 def test_an_app_integer_whose_index_raises_is_the_calls_one_line_type_error():

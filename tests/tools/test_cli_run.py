@@ -323,6 +323,21 @@ def test_what_main_returns_is_an_exit_status_as_sys_exit_has_it(tmp_path, ret, c
         assert r.stderr.strip().splitlines()[-1] == last
 
 
+def test_run_help_and_the_tutorial_say_what_a_return_value_means():
+    """`gpucosim run os:getcwd` printed the directory on stderr and exited 1, which looked
+    like a failure nobody had said: sys.exit's rule (test above), now written where a user
+    looks, `gpucosim run --help` and the tutorial."""
+    r = gpucosim("run", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "The exit status is what main() (or module:function) returns, as sys.exit(value)" in text
+    assert "anything else is printed to stderr and is 1 (`gpucosim run os:getcwd` prints" in text
+    tutorial = " ".join((ROOT / "docs" / "tutorial.md").read_text().split())
+    assert "`gpucosim run os:getcwd` prints the directory and exits 1" in tutorial
+    r = gpucosim("run", "os:getcwd", "--sim", "model")
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.strip().splitlines()[-1] == str(ROOT)
+
+
 def test_run_exit_code_args_and_exit_report(tmp_path):
     app = tmp_path / "app.py"
     app.write_text("import sys, umd\n"

@@ -49,6 +49,17 @@ def test_argument_mistakes_name_the_entry_point():
     _raises(TypeError, "Queue.write() takes 3 positional arguments but 4 were given: Queue.write(buf, offset, data)",
             q.write, buf, 0, 1, 2)
     _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
+    # an Event's and a Timestamp's methods too (signalled() was Python's "takes 1 positional
+    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a look)
+    ev, ts = q.signal(), q.timestamp()
+    for e in (ev, ts):
+        _raises(TypeError, "Event.signalled() takes no positional arguments but 1 was given: Event.signalled()",
+                e.signalled, 1)
+        _raises(TypeError, "Event.signalled() got an unexpected keyword argument 'timeout' (Event.signalled() "
+                "takes no arguments)", e.signalled, timeout=5)
+        _raises(TypeError, "Event.wait() takes from 0 to 1 positional arguments but 2 were given: "
+                "Event.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
+    assert ev.signalled.__name__ == "signalled" and ev.signalled.__qualname__ == "Event.signalled"
     _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
             "*, winsys=None, pools=True)", umd.open, 2, None)
     _raises(TypeError, "Device.alloc() got an unexpected keyword argument 'dom': did you mean domain=? (Device.alloc() "
@@ -165,10 +176,12 @@ def test_a_queues_settings_set_after_queue_are_checked():
     q = gpu.queue()
     for name, value, exc, message in (
             ("flush_threshold", 0, ValueError, "Queue.flush_threshold must be >= 1, not 0"),
-            ("flush_threshold", "8", TypeError, "Queue.flush_threshold: value must be an int, not '8'"),
+            ("flush_threshold", "8", TypeError, "Queue.flush_threshold must be an int, not '8'"),
             ("flush_dwords", 0, ValueError, "Queue.flush_dwords must be >= 1 or None, not 0"),
             ("max_inflight", 0, ValueError, "Queue.max_inflight must be >= 1, not 0"),
-            ("timeout", -1, ValueError, "Queue.timeout: value must be in [0, 2**64) or None, not -1"),
+            ("timeout", -1, ValueError, "Queue.timeout must be in [0, 2**64) or None, not -1"),
+            ("timeout", 1.5, TypeError, "Queue.timeout must be an int (GPU cycles) or None, not 1.5"),
+            ("dma_chunk", "8", TypeError, "Queue.dma_chunk must be an int, not '8'"),
             ("dma_chunk", 0, ValueError,
              "Queue.dma_chunk must be in [1, 0x100000] (one packet's most on this engine), not 0"),
             ("engine", "copy", AttributeError,
@@ -624,10 +637,10 @@ def test_emit_raw_longer_than_an_ib_names_emit_raw():
 
 
 LOST = ("this Device's file was closed by the driver: it was unloaded or reloaded (kmd_model.unbind, "
-        "kmd_model.rebind, or a bind of its device again closes every open file)")
+        "kmd_model.rebind, or a bind of its device again or of another closes every open file)")
 
 
-@pytest.mark.parametrize("how", ["rebind", "unbind"])
+@pytest.mark.parametrize("how", ["rebind", "unbind", "bind another device"])
 def test_a_device_whose_driver_was_reloaded(how):
     """kmd_model.rebind() (as batching.py reloads the driver) or unbind() with a Device still
     open closes its file: each call then met it its own way, the KMD's KmdError EBADF
@@ -643,7 +656,10 @@ def test_a_device_whose_driver_was_reloaded(how):
     q.finish()
     q.write(buf, 4, 2)  # recorded, never submitted
     view, words = buf.map(), buf.u32  # kept across the reload
-    getattr(kmd_model, how)()
+    if how == "bind another device":  # (its Device went on, on a driver no longer the bound one)
+        kmd_model.bind(RefModel())
+    else:
+        getattr(kmd_model, how)()
     # a view taken before: kmd_model's own MappingRevoked ("BO fd3:1 ... was closed (its file
     # was closed)"), a class no UMD document names; map() handed the dead view out again
     for use in (lambda: view[0], lambda: words.__setitem__(0, 5), lambda: words[2:].tolist(), view.copy):

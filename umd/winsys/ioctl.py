@@ -19,7 +19,7 @@ from ..errors import OPEN_NEW_DEVICE, DeviceLost, UmdError
 
 # what the UMD says of a Device whose file the driver closed under it (Winsys.lost)
 DRIVER_CLOSED = ("this Device's file was closed by the driver: it was unloaded or reloaded (kmd_model.unbind, "
-                 "kmd_model.rebind, or a bind of its device again closes every open file)")
+                 "kmd_model.rebind, or a bind of its device again or of another closes every open file)")
 
 # The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
 # driver does for any client); the UMD's ioctls also run under this lock, which keeps its
