@@ -1086,6 +1086,36 @@ def test_a_job_waiting_for_its_own_vms_later_job_is_not_reset_because_its_vmid_i
         assert c.wait(seq) and b.u32[0x200] == 0x55
 
 
+def test_a_hung_job_whose_vmid_is_drained_is_spared_once_then_reset():
+    """The other side of lifting the drain: a job that hangs for good (its poll never holds),
+    its VMID drained and its file's next job held back, gets the drain lifted once (its next
+    job goes, the timer starts again) and is then reset at the next look, its context guilty,
+    one job timeout counted; the VMID is not drained again for that waiter, who runs."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    h = Client()
+    hbo = h.bo(0x4000)
+    t0 = kmd.dev.now()
+    g = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x2000, 1, 0xFFFF_FFFF, "EQ")))
+    others = [Client() for _ in range(len(kmd.vmids.ids) - 1)]
+    for c in others:
+        b = c.bo(0x1000)
+        c.submit(c.ib(b, pm4.write_data(b.addr + 0x800, [0x55])))
+    w = Client()
+    wb = w.bo(0x1000)
+    ws = w.submit(w.ib(wb, pm4.write_data(wb.addr + 0x800, [0x66])))
+    mine = h.f.vm.vmid
+    assert kmd.vmids.drain == mine
+    s = h.submit(sdma_ib(hbo, sdma.write_linear(hbo.addr + 0x2100, [1])))  # (sets nothing the poll reads)
+    with pytest.raises(uapi.KmdError) as ei:
+        h.wait(g, 500_000)
+    assert ei.value.info.code == "TIMEOUT" and ei.value.info.ctx_id == h.ctx
+    assert h.wait(s) and hbo.u32[0x2100 // 4] == 1  # (the held job went when the drain was lifted)
+    assert kmd.stats["job_timeouts"] == 1 and h.f.hangs == 1 and kmd.vmids.spared == {mine}
+    # spared once: reset one job timeout later than without the drain (job_timeout * 9/8)
+    assert kmd.dev.now() - t0 < 2 * 20_000 + 20_000 // 8 + 5_000
+    assert w.wait(ws) and wb.u32[0x200] == 0x66
+
+
 @pytest.mark.parametrize("order", ["gfx_first", "sdma_first"])
 def test_vms_waiting_for_a_vmid_are_served_first_come_first_served(order):
     """Two files find every VMID busy, one after the other: the drained VMID goes to the one
