@@ -66,6 +66,11 @@ class VmidManager:
         # in a ring at every moment kept every VMID busy, and a 16th file's job never ran.
         self.waiting: dict = {}
         self.drain: int | None = None
+        # The drained VMID's owner had a job refused (`held_back`); VMIDs whose drain the job
+        # timer lifted for the first waiter (`spared`, lift_drain): not drained again for it
+        self.held_back = False
+        self.spared: set[int] = set()
+        self.spared_for: "Vm | None" = None
 
     def _idle(self, v: _Vmid) -> bool:
         """No job runs with it. Every job, not the latest: a VM's jobs on different rings
@@ -95,6 +100,7 @@ class VmidManager:
             self._expire(now)
         if vm.vmid is not None:
             if vm.vmid == self.drain and self.waiting and not resubmitted:
+                self.held_back = True
                 return None
             return vm.vmid
         idle = [v for v in self.ids if self._idle(v)]
@@ -104,8 +110,12 @@ class VmidManager:
             if self.drain is None:
                 idle_n = {v.n for v in idle}
                 busy = [v for v in self.ids if v.owner is not None and v.n not in idle_n]
+                if self.spared_for is not next(iter(self.waiting)):  # (spared for an earlier waiter)
+                    self.spared, self.spared_for = set(), next(iter(self.waiting))
+                busy = [v for v in busy if v.n not in self.spared] or busy
                 if busy:
                     self.drain = min(busy, key=lambda v: v.used_at).n  # the least recently used
+                    self.held_back = False
             return None
         v = min(idle, key=lambda v: (v.owner is not None, v.used_at))  # unowned first, then LRU
         if v.owner is not None:
@@ -136,6 +146,25 @@ class VmidManager:
             self.drain = None  # (the next VM still waiting picks the next to drain)
         log.debug("VMID %d -> %r", v.n, vm)
         return v.n
+
+    def lift_drain(self, vm: "Vm") -> bool:
+        """The job timer found a job of `vm` making no progress while `vm`'s VMID is drained
+        and a later job of `vm` was refused by the drain: the job in the ring may wait for
+        that one (a gfx job's WAIT_REG_MEM on a flag its own copy job sets: the UMD's
+        wait_mem on one queue, a write on another), which the drain held back until the VMID
+        went idle, which it never did. Taken for stuck, the innocent job was reset with
+        TIMEOUT, its context guilty, a hang towards its file's ban, for nothing but other
+        files' jobs keeping the other VMIDs busy (amdgpu's VM keeps its VMID while it owns
+        it). The drain is lifted (True) and moves to another busy VMID; the VMID is not
+        drained again for the same waiter, so an owner doing this on purpose delays the
+        waiter once (a job timeout at most) for each VMID."""
+        if self.drain is None or vm is None or vm.vmid != self.drain or not self.held_back \
+                or self.drain in self.spared or not self.waiting:
+            return False
+        self.spared.add(self.drain)
+        self.spared_for = next(iter(self.waiting))
+        self.drain, self.held_back = None, False
+        return True
 
     def used(self, vmid: int, job: "Job") -> None:
         v = self.ids[vmid - 1]

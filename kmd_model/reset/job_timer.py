@@ -259,6 +259,23 @@ class JobTimerMixin:
             return f"{ring.ENGINE} polling in a {ring.POLL_PACKET}"
         return f"{ring.ENGINE} busy at {regs.IbLevel(level).name} ({ring.STATUS.NAME} {st:#x})"
 
+    def _held_by_the_drain(self, sched: Scheduler) -> bool:
+        """Is the head job's VM's VMID drained for a waiting VM, a later job of the VM held
+        back by it (VmidManager.lift_drain)? Then the drain is lifted, the held job goes, and
+        the timer starts again: the job is stuck only if it makes no progress after that.
+        Not for a job the time rules reset."""
+        job = sched.head_job()
+        if self._overrun(sched) is not None or not self.vmids.lift_drain(job.vm):
+            return False
+        log.warning("%s: job %#x of context %d made no progress while its VMID %d was drained and a "
+                    "later job of its VM waited for it: the drain moves on", sched.name, job.seq, job.ctx.id,
+                    job.vm.vmid)
+        sched.progress_at = self.dev.now()
+        for s in self.scheds:
+            if s.has_queued():
+                s.kick()
+        return True
+
     @staticmethod
     def _done_unseen(sched: Scheduler) -> bool:
         """Has the ring's head job finished, its fence in memory though nobody has read it yet
@@ -279,6 +296,8 @@ class JobTimerMixin:
         if regs.STATUS.ERROR.get(st):  # stopped by an error whose interrupt we never saw
             self._cp_error(self.read_cp_error())
             self._recover_pending()
+            return
+        if self._held_by_the_drain(self.sched):
             return
         self.stats["job_timeouts"] += 1
         why = self._why_timed_out(self.sched)
@@ -311,6 +330,8 @@ class JobTimerMixin:
         if st["ERROR"]:
             self._ring_error(sched, ring.read_error())
             self._ring_recover_pending(sched)
+            return
+        if self._held_by_the_drain(sched):
             return
         self.stats["job_timeouts"] += 1
         # the packet it polls in, found as the gfx ring's timer finds it: its place goes into

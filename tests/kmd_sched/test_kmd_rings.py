@@ -1052,6 +1052,77 @@ def test_files_that_keep_every_vmid_busy_do_not_keep_another_files_job_out():
     assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)
 
 
+def test_a_job_waiting_for_its_own_vms_later_job_is_not_reset_because_its_vmid_is_drained():
+    """A gfx job of file A waits (WAIT_REG_MEM) for a flag A's own copy job sets next (the
+    UMD's wait_mem on one queue, a write on another). Other files' small jobs queued behind
+    it in the gfx ring take every other VMID, and a 16th file's job waits: the least recently
+    used busy VMID, A's, is drained, so A's copy job waited for A's VMID to go idle, which it
+    never did while A's gfx job waited for the copy. The job timer reset A's innocent job with
+    TIMEOUT, its context guilty, a hang towards its file's ban (`file_ban_after_hangs` of them ban it)
+    for nothing but other files' ordinary jobs. Now the timer lifts the drain (its job of the VM
+    held back by it) and the drain moves to another VMID; the waiter still gets one."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    a = Client()
+    abo = a.bo(0x4000)
+    flag = abo.addr + 0x2000
+    g = a.submit(a.ib(abo, pm4.wait_reg_mem(flag, 1, 0xFFFF_FFFF, "EQ") + pm4.write_data(abo.addr + 0x2004, [7])))
+    others = [Client() for _ in range(len(kmd.vmids.ids) - 1)]
+    jobs = []
+    for c in others:
+        b = c.bo(0x1000)
+        jobs.append((c, b, c.submit(c.ib(b, pm4.write_data(b.addr + 0x800, [0x55])))))
+    w = Client()
+    wb = w.bo(0x1000)
+    ws = w.submit(w.ib(wb, pm4.write_data(wb.addr + 0x800, [0x66])))
+    vmids = kmd.vmids
+    assert vmids.drain == a.f.vm.vmid and list(vmids.waiting) == [w.f.vm]  # (A's is the least recently used)
+    s = a.submit(sdma_ib(abo, sdma.write_linear(flag, [1])))
+    assert a.wait(g, 200_000) and a.wait(s) and abo.u32[0x2004 // 4] == 7
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0)
+    assert query(a).reset_status == uapi.ResetStatus.NO_RESET and a.f.hangs == 0
+    assert a.f.vm.vmid in vmids.spared  # (not drained again for this waiter)
+    assert w.wait(ws) and wb.u32[0x200] == 0x66, "the waiting file's job never got a VMID"
+    for c, b, seq in jobs:
+        assert c.wait(seq) and b.u32[0x200] == 0x55
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_hung_job_whose_vmid_is_drained_is_spared_once_then_reset(held):
+    """The other side of lifting the drain: a job that hangs for good (its poll never holds),
+    its VMID drained and its file's next job held back, gets the drain lifted once (its next
+    job goes, the timer starts again) and is then reset at the next look, its context guilty,
+    one job timeout counted; the VMID is not drained again for that waiter, who runs. With no
+    job of its VM held back by the drain, nothing is lifted: reset at job_timeout * 9/8."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    h = Client()
+    hbo = h.bo(0x4000)
+    t0 = kmd.dev.now()
+    g = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x2000, 1, 0xFFFF_FFFF, "EQ")))
+    others = [Client() for _ in range(len(kmd.vmids.ids) - 1)]
+    for c in others:
+        b = c.bo(0x1000)
+        c.submit(c.ib(b, pm4.write_data(b.addr + 0x800, [0x55])))
+    w = Client()
+    wb = w.bo(0x1000)
+    ws = w.submit(w.ib(wb, pm4.write_data(wb.addr + 0x800, [0x66])))
+    mine = h.f.vm.vmid
+    assert kmd.vmids.drain == mine
+    if held:
+        s = h.submit(sdma_ib(hbo, sdma.write_linear(hbo.addr + 0x2100, [1])))  # (sets nothing the poll reads)
+    with pytest.raises(uapi.KmdError) as ei:
+        h.wait(g, 500_000)
+    assert ei.value.info.code == "TIMEOUT" and ei.value.info.ctx_id == h.ctx
+    took = kmd.dev.now() - t0
+    assert kmd.stats["job_timeouts"] == 1 and h.f.hangs == 1
+    if held:
+        assert h.wait(s) and hbo.u32[0x2100 // 4] == 1  # (the held job went when the drain was lifted)
+        assert kmd.vmids.spared == {mine}
+        assert 2 * 20_000 <= took < 2 * 20_000 + 20_000 // 8 + 5_000  # spared once: one job timeout later
+    else:
+        assert kmd.vmids.spared == set() and took < 20_000 + 20_000 // 8 + 5_000
+    assert w.wait(ws) and wb.u32[0x200] == 0x66
+
+
 @pytest.mark.parametrize("order", ["gfx_first", "sdma_first"])
 def test_vms_waiting_for_a_vmid_are_served_first_come_first_served(order):
     """Two files find every VMID busy, one after the other: the drained VMID goes to the one
