@@ -631,10 +631,58 @@ def check_every_cp_error_kind_on_queue_1_and_its_reset_while_queue_0_and_the_sdm
     assert g.get(OUT + 0x6F0) == [0xF1] and g.get(RPTR1_WB) == [13] and g.r("CP_HQD1_RB_RPTR") == 13
 
 
+def check_shutdown_with_work_left_paused_then_reset_or_resumed(dev):
+    """A shutdown that finds work in the rings: each enable cleared while a long fill is in
+    hand. The fill finishes (every byte written), the packets behind it wait: what the
+    status registers read then, the paused state, is IDLE 0, RB_EMPTY 0, HALTED, ERROR,
+    WAITING, DMA_BUSY 0 and LEVEL RING, RB_RPTR past the fill and its write-back with it,
+    no entry; no bit says the packet in hand is done, so a driver that must know waits for
+    the rptr to pass it (or halts, or resets the queue). CP_QUEUE_RESET.Q0 then drops queue
+    0's rest (IDLE 1, pointers 0, no fence, no entry); the SDMA's RB_ENABLE set again runs its
+    rest (fence, TRAP). The model runs a doorbell's packets before the next MMIO: it shows
+    the rings done (the timing-free half of the check), the RTL the pause."""
+    g = Bare(dev).bring_up().sdma_up()
+    big = 1 << 14
+    g.submit(dma_fill(0x200000, 0x33333333, big), release_mem(FENCE, 0xE1, ctxid=0xE1))
+    g.sdma_submit(sdma_fill(0x300000, 0x44444444, big), sdma_fence(FENCE + 8, 0xE2), sdma_trap(0xE2))
+    g.until("both fills begun", lambda: g.get(0x200000) == [0x33333333] and g.get(0x300000) == [0x44444444])
+    g.w("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.w("SDMA_RB_CNTL", RB_ENABLE=0, RB_SIZE=SDMA_RING_DW.bit_length() - 1, RPTR_WRITEBACK_ENABLE=1)
+    g.until("both fills done", lambda: g.get(0x200000 + big - 4) == [0x33333333]
+            and g.get(0x300000 + big - 4) == [0x44444444])
+    dev.delay(200)
+    assert g.get(0x200000 + big) == [0] and g.get(0x300000 + big) == [0]
+    cp_paused, sdma_paused = g.get(FENCE) == [0], g.get(FENCE + 8) == [0]
+    assert cp_paused == sdma_paused == (dev.__class__.__name__ != "RefModel"), "the RTL catches both fills in hand"
+    st, sd = g.r("STATUS"), g.r("SDMA_STATUS")
+    p = int(cp_paused)
+    assert [g.f("STATUS", f, st) for f in ("IDLE", "RB_EMPTY", "HALTED", "ERROR", "WAITING", "DMA_BUSY", "LEVEL")] \
+        == [1 - p, 1 - p, 0, 0, 0, 0, H("IB_LEVEL_RING")], hex(st)
+    assert [g.f("SDMA_STATUS", f, sd) for f in ("IDLE", "RB_EMPTY", "HALTED", "ERROR", "WAITING", "LEVEL")] \
+        == [1 - p, 1 - p, 0, 0, 0, H("IB_LEVEL_RING")], hex(sd)
+    rp, srp = (7, 20) if p else (15, 44)
+    assert (g.r("RB_RPTR"), g.r("RB_WPTR"), g.get(RPTR_WB)) == (rp, 15, [rp])
+    assert (g.r("SDMA_RB_RPTR"), g.r("SDMA_RB_WPTR"), g.get(SDMA_RPTR_WB)) == (srp, 44, [srp])
+    if p:
+        assert g.get(FENCE, 3) == [0, 0, 0] and g.r("IH_WPTR") == 0 and g.r("INT_STATUS") == 0
+    # queue 0: a reset drops the rest
+    g.queue_reset(sdma=False)
+    dev.delay(200)
+    assert g.get(FENCE) == [0xE1 * (1 - p)] and g.r("IH_WPTR") == 64 * (1 - p) and g.f("STATUS", "RB_EMPTY") == 1
+    # the SDMA: enabled again, it runs on from its rptr
+    g.w("SDMA_RB_CNTL", RB_ENABLE=1, RB_SIZE=SDMA_RING_DW.bit_length() - 1, RPTR_WRITEBACK_ENABLE=1)
+    entries = g.ih_pop()
+    assert [(ih_field(e, "SOURCE_ID"), e[4]) for e in entries][-1] == (H("IH_SOURCE_SDMA_TRAP"), 0xE2)
+    assert len(entries) == 2 - p and g.get(FENCE + 8) == [0xE2]
+    g.until("SDMA idle", lambda: g.f("SDMA_STATUS", "IDLE"))
+    assert g.get(SDMA_RPTR_WB) == [44] and g.r("SDMA_RB_RPTR") == 44
+
+
 CHECKS = [check_cp_ring_fence_and_eop, check_sdma_ring_fence_and_trap, check_cp_bad_packet_and_soft_reset,
           check_sdma_bad_packet_and_queue_reset, check_queue_resets_under_load_and_sdma_doorbell_error,
           check_bring_up_all_three_rings_at_once_ih_overflow_and_shut_down,
-          check_every_cp_error_kind_on_queue_1_and_its_reset_while_queue_0_and_the_sdma_run]
+          check_every_cp_error_kind_on_queue_1_and_its_reset_while_queue_0_and_the_sdma_run,
+          check_shutdown_with_work_left_paused_then_reset_or_resumed]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
