@@ -678,11 +678,68 @@ def check_shutdown_with_work_left_paused_then_reset_or_resumed(dev):
     assert g.get(SDMA_RPTR_WB) == [44] and g.r("SDMA_RB_RPTR") == 44
 
 
+def check_soft_reset_with_all_three_rings_busy(dev):
+    """CONTROL.SOFT_RESET while queue 0's fill, queue 1's long WRITE_DATA and the SDMA's fill
+    run: from the first read after the write, each engine's IDLE reads 1 only with its part
+    done (its pointers 0, its error clear), and once all three do the bus is quiet: nothing
+    the engines had in hand writes memory afterwards, no fence, no entry (IH_WPTR 0; the model,
+    whose doorbells' packets all ran before the next MMIO, has the fences and IH_WPTR 0). The
+    settings are kept, so after IH_RPTR = 0 and the write-back dwords cleared each ring runs
+    again from 0 without being programmed again."""
+    g = Bare(dev).bring_up().sdma_up()
+    g.w64("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_BASE_HI", RING1 >> 8)
+    g.w("CP_HQD1_RB_SIZE", LOG2_QWORDS=RING_DW.bit_length() - 2)
+    g.w64("CP_HQD1_RB_RPTR_ADDR_LO", "CP_HQD1_RB_RPTR_ADDR_HI", RPTR1_WB)
+    g.w("CP_HQD1_RB_CNTL", ENABLE=1, RPTR_WB=1)
+    big = 1 << 15
+    g.submit(dma_fill(0x200000, 0x55555555, big), release_mem(FENCE, 0xA0, ctxid=0xA0))
+    g.put(RING1, write_data(OUT, list(range(1, 49))) + release_mem(FENCE + 4, 0xA1, ctxid=0xA1))
+    g.w("CP_HQD1_RB_DOORBELL", 52 + 8)
+    g.sdma_submit(sdma_fill(0x300000, 0x66666666, big), sdma_fence(FENCE + 8, 0xA2), sdma_trap(0xA2))
+    dev.delay(40)
+    g.w("CONTROL", SOFT_RESET=1)
+    parts = {"STATUS": ("RB_RPTR", "RB_WPTR", "CP_ERROR"), "CP_HQD1_STATUS": ("CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR",
+             "CP_HQD1_ERROR"), "SDMA_STATUS": ("SDMA_RB_RPTR", "SDMA_RB_WPTR", "SDMA_ERROR")}
+    done = set()
+    for _ in range(TIMEOUT // 10):
+        for st, regs in parts.items():
+            if st not in done and g.f(st, "IDLE"):
+                assert [g.r(r) for r in regs] == [0, 0, 0] and not g.f(st, "ERROR"), f"{st}.IDLE before its reset"
+                done.add(st)
+        if len(done) == 3:
+            break
+        dev.delay(10)
+    assert len(done) == 3, f"not done: {set(parts) - done}"
+    snap = [g.get(0x200000, big // 4), g.get(0x300000, big // 4), g.get(OUT, 48)]
+    dev.delay(1000)
+    assert [g.get(0x200000, big // 4), g.get(0x300000, big // 4), g.get(OUT, 48)] == snap, "written after the reset"
+    assert g.r("IH_WPTR") == 0 and not g.f("INT_STATUS", "IH_PENDING") and not dev.wait_irq(20)
+    if dev.__class__.__name__ != "RefModel":  # the RTL: every ring caught in hand
+        assert g.get(FENCE, 3) == [0, 0, 0] and g.get(IH_WB) == [0] and g.r("INT_STATUS") == 0
+        assert g.get(0x200000 + big - 4) == [0] and g.get(0x300000 + big - 4) == [0], "the fills cut short"
+    else:  # the model ran each doorbell's packets before the next MMIO: all done before the reset
+        assert g.get(FENCE, 3) == [0xA0, 0xA1, 0xA2] and g.f("INT_STATUS", "EOP")
+        g.w("INT_STATUS", EOP=1)
+    # settings kept: each ring runs again from 0
+    g.w("IH_RPTR", 0)
+    for a in (RPTR_WB, RPTR1_WB, SDMA_RPTR_WB, IH_WB):
+        g.put(a, [0])
+    g.wptr = g.sdma_wptr = g.ih_rptr = 0
+    g.submit(release_mem(FENCE, 0xB0, ctxid=0xB0))
+    g.put(RING1, release_mem(FENCE + 4, 0xB1, ctxid=0xB1))
+    g.w("CP_HQD1_RB_DOORBELL", 8)
+    g.sdma_submit(sdma_fence(FENCE + 8, 0xB2), sdma_trap(0xB2))
+    got = []
+    while len(got) < 3:
+        got += [e[4] for e in g.ih_pop()]
+    assert sorted(got) == [0xB0, 0xB1, 0xB2] and g.get(FENCE, 3) == [0xB0, 0xB1, 0xB2]
+
+
 CHECKS = [check_cp_ring_fence_and_eop, check_sdma_ring_fence_and_trap, check_cp_bad_packet_and_soft_reset,
           check_sdma_bad_packet_and_queue_reset, check_queue_resets_under_load_and_sdma_doorbell_error,
           check_bring_up_all_three_rings_at_once_ih_overflow_and_shut_down,
           check_every_cp_error_kind_on_queue_1_and_its_reset_while_queue_0_and_the_sdma_run,
-          check_shutdown_with_work_left_paused_then_reset_or_resumed]
+          check_shutdown_with_work_left_paused_then_reset_or_resumed, check_soft_reset_with_all_three_rings_busy]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
