@@ -621,7 +621,7 @@ class SDMA_RB_CNTL(Register):
     NAME = "SDMA_RB_CNTL"
     ADDR = 0x40c
     RESET = 0x00000008
-    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB.')
+    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB; no status bit says when it has (SDMA_STATUS.IDLE reads 0 while packets wait): SDMA_RB_RPTR moves past it.')
     RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, swwel='SDMA_RB_CNTL.RB_ENABLE', desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
     RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR after each ring packet finishes (an INDIRECT_BUFFER once its whole IB has). Nothing is written when this bit or RB_ENABLE is set, nor by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET: the driver zeroes the dword (docs/hardware.md, Bring-up and shutdown).')
     FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
