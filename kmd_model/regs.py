@@ -207,7 +207,7 @@ class IH_CNTL(Register):
     ADDR = 0x05c
     RESET = 0x00000000
     ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Write entries to the IH ring.')
-    WPTR_WB = Field('WPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write IH_WPTR (bytes) to IH_WPTR_ADDR after each entry.')
+    WPTR_WB = Field('WPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write IH_WPTR (bytes) to IH_WPTR_ADDR after each entry. Nothing is written when this bit or ENABLE is set, nor by CONTROL.SOFT_RESET: the dword keeps what it held until the next entry, so the driver zeroes it (docs/hardware.md, Bring-up and shutdown).')
     FIELDS = (ENABLE, WPTR_WB,)
 
 
@@ -288,8 +288,8 @@ class RB_CNTL(Register):
     NAME = "RB_CNTL"
     ADDR = 0x0a0
     RESET = 0x00000000
-    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB.')
-    RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write RB_RPTR to RB_RPTR_ADDR as packets are consumed.')
+    ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB; no status bit says when it has (STATUS.IDLE reads 0 while packets wait): RB_RPTR moves past it.')
+    RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write RB_RPTR to RB_RPTR_ADDR after each ring packet finishes (an INDIRECT_BUFFER once its whole IB has). Nothing is written when this bit or ENABLE is set, nor by CP_QUEUE_RESET or CONTROL.SOFT_RESET: the dword keeps what it held until the next packet, so the driver zeroes it (docs/hardware.md, Bring-up and shutdown).')
     FIELDS = (ENABLE, RPTR_WB,)
 
 
@@ -621,9 +621,9 @@ class SDMA_RB_CNTL(Register):
     NAME = "SDMA_RB_CNTL"
     ADDR = 0x40c
     RESET = 0x00000008
-    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB.')
+    RB_ENABLE = Field('RB_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc='Fetch from the ring; doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary: the packet in hand (its header taken) finishes, an INDIRECT_BUFFER with its IB; no status bit says when it has (SDMA_STATUS.IDLE reads 0 while packets wait): SDMA_RB_RPTR moves past it.')
     RB_SIZE = Field('RB_SIZE', 1, 5, 'rw', 'r', reset=0x4, swwel='SDMA_RB_CNTL.RB_ENABLE', desc='The ring holds 2^RB_SIZE dwords (amdgpu: order_base_2(ring_size / 4)): 4 to 20; below 4 acts as 4, above 20 as 20.')
-    RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR as packets complete.')
+    RPTR_WRITEBACK_ENABLE = Field('RPTR_WRITEBACK_ENABLE', 12, 1, 'rw', 'r', reset=0x0, desc='Write SDMA_RB_RPTR (bytes) to SDMA_RB_RPTR_ADDR after each ring packet finishes (an INDIRECT_BUFFER once its whole IB has). Nothing is written when this bit or RB_ENABLE is set, nor by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET: the driver zeroes the dword (docs/hardware.md, Bring-up and shutdown).')
     FIELDS = (RB_ENABLE, RB_SIZE, RPTR_WRITEBACK_ENABLE,)
 
 
@@ -861,7 +861,7 @@ class CP_HQD1_RB_CNTL(Register):
     ADDR = 0x4a0
     RESET = 0x00000000
     ENABLE = Field('ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="Fetch from queue 1's ring; its doorbells are ignored while clear. Cleared, the ring pauses at its next ring packet boundary, as RB_CNTL.ENABLE.")
-    RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write CP_HQD1_RB_RPTR to its write-back address.')
+    RPTR_WB = Field('RPTR_WB', 1, 1, 'rw', 'r', reset=0x0, desc='Write CP_HQD1_RB_RPTR to CP_HQD1_RB_RPTR_ADDR after each ring packet finishes, as RB_CNTL.RPTR_WB: nothing at enable or at a reset, the driver zeroes the dword.')
     FIELDS = (ENABLE, RPTR_WB,)
 
 

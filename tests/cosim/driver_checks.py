@@ -230,6 +230,11 @@ ICARUS_SECONDS = {
     "contract_bare_metal__check_cp_bad_packet_and_soft_reset": 0.04,
     "contract_bare_metal__check_sdma_bad_packet_and_queue_reset": 0.03,
     "contract_bare_metal__check_queue_resets_under_load_and_sdma_doorbell_error": 0.09,
+    # (these four: one Icarus session each, 7 December 2026, load average 2.5)
+    "contract_bare_metal__check_bring_up_all_three_rings_at_once_ih_overflow_and_shut_down": 2.26,
+    "contract_bare_metal__check_every_cp_error_kind_on_queue_1_and_its_reset_while_queue_0_and_the_sdma_run": 0.41,
+    "contract_bare_metal__check_shutdown_with_work_left_paused_then_reset_or_resumed": 0.50,
+    "contract_bare_metal__check_soft_reset_with_all_three_rings_busy": 0.17,
     "contract_control__check_halts_stop_at_a_packet_boundary": 0.07,
     "contract_control__check_halted_shows_while_the_other_queue_is_stopped_by_an_error": 0.47,  # (alone, 6 Dec 2026)
     "contract_control__check_partial_doorbells_overflow_and_control_writes": 4.2,  # (alone, 6 Dec 2026)
