@@ -77,10 +77,11 @@ def api_call(name: str) -> Callable:
 
 
 def named_args(name: str) -> Callable:
-    """A public method `name` that is not an API entry point (not seen by `api_hook`: an
-    Event.signalled() loop is not a span a look), its argument mistakes said as
-    _keyword_mistake says them: ev.signalled(1) was Python's 'takes 1 positional argument
-    but 2 were given' (which counts the event)."""
+    """The callable under the name `name`, its argument mistakes said as _keyword_mistake says
+    them: ev.signalled(1) was Python's 'takes 1 positional argument but 2 were given' (which
+    counts the event). A method that is not an API entry point takes it as it is (not seen by
+    `api_hook`: an Event.signalled() loop is not a span a look); the entry points' wrappers
+    (_unless_lost, _named_args) build on it."""
     def deco(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def call(*args, **kwargs):
@@ -252,29 +253,19 @@ def _unless_lost(ws: Winsys, name: str, bound: Callable) -> Callable:
     unload or reload: kmd_model.rebind, unbind): each call met what went with the file in its
     own way (the KMD's EBADF, a revoked mapping's MappingRevoked, or an alloc from a slab that
     handed out dead memory). close() is not refused: it closes what is left (Queue._close_lost)."""
+    named = named_args(bound.__qualname__)(bound)
+
     @functools.wraps(bound)  # (help(), the argument errors and __qualname__ stay the entry point's)
     def call(*args, **kwargs):
         if ws.lost():
             raise DeviceLost(f"{name}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
-        try:
-            return bound(*args, **kwargs)
-        except TypeError as e:
-            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
-                raise
-        raise better
+        return named(*args, **kwargs)
     return call
 
 
 def _named_args(bound: Callable) -> Callable:
     """Entry point `bound` (close()), its keyword mistakes said as _keyword_mistake says them."""
-    @functools.wraps(bound)
-    def call(*args, **kwargs):
-        try:
-            return bound(*args, **kwargs)
-        except TypeError as e:
-            if (better := _keyword_mistake(bound.__qualname__, bound, args, kwargs, e)) is None:
-                raise
-        raise better
+    call = named_args(bound.__qualname__)(bound)
     call.__self__ = bound.__self__  # (a tracer's api_hook finds the object closed as a bound method's)
     return call
 
