@@ -121,6 +121,7 @@ def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: Type
     m = re.search(r"\(\) got an unexpected keyword argument '(\w+)'$", str(e))
     if (m is None or m[1] not in kwargs) and "positional argument" not in str(e):
         return None
+    call = _as_called(call, args)
     try:
         sig = inspect.signature(fn)
         sig.bind(*args, **kwargs)
@@ -131,6 +132,17 @@ def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: Type
     except ValueError:  # (no signature)
         return None
     return None  # the arguments fit the call: the TypeError came from inside it
+
+
+def _as_called(call: str, args: tuple) -> str:
+    """`call` ("Event.wait") as the app called it: a method a subclass inherits is named by the
+    object's own class (ts.wait(1, 2) is Timestamp.wait(), not Event.wait())."""
+    cls, _, meth = call.rpartition(".")
+    if cls and args:
+        own = type(args[0])
+        if own.__name__ != cls and any(c.__name__ == cls for c in own.__mro__[1:]):
+            return f"{own.__name__}.{meth}"
+    return call
 
 
 def _too_many_positional(call: str, sig: inspect.Signature, args: tuple) -> TypeError | None:

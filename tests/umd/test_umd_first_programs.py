@@ -50,15 +50,16 @@ def test_argument_mistakes_name_the_entry_point():
             q.write, buf, 0, 1, 2)
     _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
     # an Event's and a Timestamp's methods too (signalled() was Python's "takes 1 positional
-    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a look)
+    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a
+    # look), each named by the app's own object (a Timestamp's were "Event.wait()", inherited)
     ev, ts = q.signal(), q.timestamp()
-    for e in (ev, ts):
-        _raises(TypeError, "Event.signalled() takes no positional arguments but 1 was given: Event.signalled()",
+    for e, cls in ((ev, "Event"), (ts, "Timestamp")):
+        _raises(TypeError, f"{cls}.signalled() takes no positional arguments but 1 was given: {cls}.signalled()",
                 e.signalled, 1)
-        _raises(TypeError, "Event.signalled() got an unexpected keyword argument 'timeout' (Event.signalled() "
+        _raises(TypeError, f"{cls}.signalled() got an unexpected keyword argument 'timeout' ({cls}.signalled() "
                 "takes no arguments)", e.signalled, timeout=5)
-        _raises(TypeError, "Event.wait() takes from 0 to 1 positional arguments but 2 were given: "
-                "Event.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
+        _raises(TypeError, f"{cls}.wait() takes from 0 to 1 positional arguments but 2 were given: "
+                f"{cls}.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
     assert ev.signalled.__name__ == "signalled" and ev.signalled.__qualname__ == "Event.signalled"
     _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
             "*, winsys=None, pools=True)", umd.open, 2, None)
