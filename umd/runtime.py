@@ -344,12 +344,26 @@ def _unsubmitted_at_exit() -> None:
     or close() after its last write) loses them: the GPU never ran them, and nothing said so
     (`gpucosim run`'s exit report does: its LEAK line; it unbinds the driver before this
     runs, so a Device of its run is lost here and skipped). One line per such queue on
-    stderr, as the interpreter ends."""
+    stderr, as the interpreter ends. An async queue's flushes still queued on the submission
+    thread are submitted first (as gpucosim run does: the app's flush() returned, as a
+    synchronous flush's submission would have), else the thread, a daemon, died with them;
+    a refusal of one, which the app's next call would have raised, is one line too."""
+    from . import submit as umd_submit
+
+    try:
+        umd_submit.drain_all()
+    except Exception:  # (at the interpreter's end: a report, never a traceback of its own)
+        pass
     for dev in list(_open_devices):
         try:
             if dev.closed or dev.ws.lost():
                 continue
             for q in dev.queues:
+                if q.async_submit and not q.closed:
+                    umd_submit.collect(q)
+                    for _, err in q.async_errors:
+                        print(f"umd: the program ended with a flush of {q!r} refused on the submission thread, "
+                              f"never raised to it: {err}", file=sys.stderr, flush=True)
                 cb = q.cmdbuf
                 if q.closed or not cb.commands:
                     continue

@@ -414,6 +414,33 @@ def test_a_program_that_ends_without_submitting_is_told(ending, says):
     assert r.returncode == 0 and r.stdout == "" and r.stderr == (says and says + "\n"), r.stderr
 
 
+def test_an_async_queues_flushes_queued_at_the_programs_end_are_submitted_and_a_refusal_told():
+    """An async queue's flush() returns before its ioctl; a program that ended then lost the
+    flushes still queued on the submission thread (a daemon: it died with the interpreter)
+    and a refusal of one that nobody's next call raised, without a word. At the end they are
+    submitted (as `gpucosim run` does), and a refusal is one line. The app holds the KMD's lock
+    to the end here, so its three flushes are still queued when the interpreter ends."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    app = ("import atexit\n"
+           "atexit.register(lambda: print('queued at the end:', len(gpu.submitter.jobs), 'submitted:', q.flushes - "
+           "len(q.pending)))\n"  # (registered first: runs last, after the UMD's)
+           "import umd, kmd_model\nfrom umd.winsys import KMD_LOCK\nfrom spec import pm4\n"
+           "from testbench.refmodel import RefModel\nkmd_model.bind(RefModel())\n"
+           "gpu = umd.open()\nb = gpu.alloc(64)\nq = gpu.queue(async_submit=True)\n"
+           "bad = gpu.queue(async_submit=True)\nbad.emit_raw(pm4.write_data(kmd_model.bound().fence_addr, [0]))\n"
+           "KMD_LOCK.acquire()\natexit.register(KMD_LOCK.release)\n"  # (runs first: the thread goes on then)
+           "for i in range(3):\n    q.write(b, 4 * i, i)\n    q.flush()\nbad.flush()\n")
+    r = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[2], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "queued at the end: 0 submitted: 3\n", (r.stdout, r.stderr)
+    assert re.fullmatch(r"umd: the program ended with a flush of <umd\.Queue ctx \d+ api v3> refused on the "
+                        r"submission thread, never raised to it: flush \(asynchronous submission #1 of queue context "
+                        r"\d+\): EINVAL: CS: WRITE_DATA at IB\+0x0[^\n]*\n", r.stderr), r.stderr
+
+
 class _Untouchable(np.ndarray):
     """An array whose values must not be read: the call should refuse it by its size alone."""
 
