@@ -66,15 +66,15 @@ class JobTimerMixin:
         elif shared == before[1]:
             moved = False
         elif sched is self.sdma_sched:
-            # the CP's DMA bytes: the CP's packet in hand moving, which an SDMA TRAP waits
-            # behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a polling or stopped
-            # engine waits for no one (tests/kmd_sched/test_kmd_queues.py
-            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, on the RTL)
+            # the CP's fetched dwords and DMA bytes: the CP's packet in hand moving, which an
+            # SDMA TRAP waits behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a
+            # polling or stopped engine waits for no one (tests/kmd_sched/test_kmd_queues.py
+            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, and
+            # test_kmd_reset.py's ..._long_nop_is_not_taken_for_stuck, on the RTL)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st))
         else:
-            others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
-                                  if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+            others_idle = not any(s.pending or s.busy_at >= since for s in self._cp_others(sched))
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
             unserved = moved and not others_idle  # queued behind the other queue's work
@@ -168,7 +168,7 @@ class JobTimerMixin:
 
     def _cp_others(self, sched: Scheduler) -> list[Scheduler]:
         """The rings whose queue shares the CP with `sched`'s (the CP's other queue)."""
-        return [s for s in self.scheds if s is not sched and s.ring.SHARED_PROGRESS == sched.ring.SHARED_PROGRESS]
+        return [s for s in self.scheds if s is not sched and s.ring.CP_QUEUE and sched.ring.CP_QUEUE]
 
     def _job_access(self, job) -> dict:
         """How the diagnosis reads `job`'s IBs (its VM only: find_unsatisfied_wait's keywords)."""

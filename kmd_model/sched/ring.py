@@ -57,6 +57,7 @@ class Ring:
     # no turn to poll (Kmd._may_be_parked); None for an engine that does not share a parser
     POLLS: Any = regs.PERF_Q0_POLLS
     SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
+    CP_QUEUE = True  # one of the CP's queues, which share its parser (JobTimerMixin._cp_others)
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
                  rptr_wb_index: int, scratch_index: int):

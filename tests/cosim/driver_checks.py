@@ -153,6 +153,8 @@ ICARUS_SECONDS = {
     "kmd_fence__check_ring_full": 0.59, "kmd_fence__check_bo_kept_alive": 0.09,
     "kmd_reset__check_cp_error_recovery": 0.22, "kmd_reset__check_hw_errors_decoded": 0.47,
     "kmd_reset__check_timeout_recovery": 2.28,
+    "kmd_reset__check_an_sdma_job_behind_the_cps_long_nop_is_not_taken_for_stuck": 6.85,
+    "kmd_reset__check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset": 8.26,
     # (these two: the median of three Icarus sessions of the two, `-k kmd_ih__`, 4 December 2026;
     # 78-99 s: 1,101 jobs, each a CS ioctl, an interrupt and its handler)
     "kmd_ih__check_ih_ring_wraps_many_times": 5.30, "kmd_ih__check_ih_overflow": 1.37,
