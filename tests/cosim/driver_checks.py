@@ -10,13 +10,18 @@ import random
 MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd_reset",
            "kmd_sched.test_kmd_ih",
            "kmd.test_kmd_vm",
-           "kmd_sched.test_kmd_queues", "umd.test_umd_queues",
+           "kmd_sched.test_kmd_queues_scheduling", "kmd_sched.test_kmd_queues_resets",
+           "kmd_sched.test_kmd_queues_full_reset", "kmd_sched.test_kmd_queues_stuck",
+           "kmd_sched.test_kmd_queues_not_stuck", "umd.test_umd_queues",
            "umd.test_umd_api", "umd.test_umd_batching", "umd.test_umd_cmdbuf", "umd.test_umd_memory",
            "umd.test_umd_runtime", "umd.test_umd_transfer", "umd.test_umd_lost_failures",
            "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
            "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
-           "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",
-           "model.test_contract_vm", "model.test_contract_control", "model.test_contract_bare_metal",
+           "security.test_vm_isolation", "model.test_contract_driver",
+           "model.test_contract_sdma_packets", "model.test_contract_sdma_errors", "model.test_contract_cp_queues",
+           "model.test_contract_both_engines",
+           "model.test_contract_vm", "model.test_contract_resets", "model.test_contract_halts",
+           "model.test_contract_rings", "model.test_contract_ih_ring", "model.test_contract_bare_metal",
            "model.test_contract_csr",
            "kmd.test_kmd_uapi_contract",
            "kmd.test_kmd_uapi_contract_cs")
@@ -33,11 +38,24 @@ ELSEWHERE = {
 }
 
 
+# Files split by concept whose checks keep the name of the file they came from (the cocotb
+# tests, the Icarus times below and tests/kmd/test_high_memory.py's lists name them so)
+SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "kmd_queues",
+         "test_kmd_queues_full_reset": "kmd_queues", "test_kmd_queues_stuck": "kmd_queues",
+         "test_kmd_queues_not_stuck": "kmd_queues",
+         "test_contract_sdma_packets": "contract_engines", "test_contract_sdma_errors": "contract_engines",
+         "test_contract_cp_queues": "contract_engines", "test_contract_both_engines": "contract_engines",
+         "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
+         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control"}
+
+
 def _group(mod_name: str) -> str:
     """The name a module's checks go by: its own, except the security suite's, which is one
-    file split by concept and keeps one name (security__check_*: the cocotb tests, the
-    Icarus times below and tests/kmd/test_high_memory.py's lists name them so)."""
+    file split by concept and keeps one name (security__check_*), and those of SPLIT (the
+    name of the file they were split from)."""
     name = mod_name.rpartition(".")[2]
+    if name in SPLIT:
+        return SPLIT[name]
     return "security" if name.startswith("test_security_") else name[5:]
 
 

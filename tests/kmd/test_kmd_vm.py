@@ -232,7 +232,7 @@ def test_a_vmid_is_not_stolen_while_an_older_job_on_another_ring_runs_with_it():
     blamed, its queue reset), or read and wrote the thief's pages at its own addresses."""
     from spec import sdma
 
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel())
     x = Client()
     xbo, out = x.bo(), x.bo(0x1000)

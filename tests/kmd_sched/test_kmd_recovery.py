@@ -19,7 +19,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from tests.kmd_sched.test_kmd_queues import HANG, NoQueue0Reset, query, sdma_ib
+from tests.kmd_sched.sched_helpers import HANG, NoQueue0Reset, query, sdma_ib
 from tests.security.security_helpers import Holder
 
 
@@ -364,7 +364,7 @@ def test_a_reset_that_fails_does_not_call_the_guilty_context_innocent_on_its_oth
     """The guilty context also has a copy in flight on the SDMA ring when the reset fails:
     that ring did not find it innocent (its work there fails with EIO like the rest): it
     reads GUILTY for gfx and nothing for sdma0, as after a full reset that works."""
-    from .test_kmd_queues import HANG, sdma_ib
+    from .sched_helpers import HANG, sdma_ib
 
     kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
     copy = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000), 0x400))  # polls until the wedge

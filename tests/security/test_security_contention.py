@@ -32,7 +32,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched.test_kmd_queues import sdma_ib
+from tests.kmd_sched.sched_helpers import sdma_ib
 
 
 def _held(c: Client, bo, n: int) -> list[int]:

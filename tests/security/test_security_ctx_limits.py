@@ -36,8 +36,8 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched import test_kmd_queues
-from tests.kmd_sched.test_kmd_queues import sdma_ib
+from tests.kmd_sched import test_kmd_queues_stuck
+from tests.kmd_sched.sched_helpers import sdma_ib
 
 
 def _in_thread(fn, timeout: float = 60) -> tuple[bool, list]:
@@ -144,7 +144,7 @@ def test_a_checked_job_that_keeps_moving_is_reset_after_checked_job_timeouts(lim
 def test_an_unchecked_loop_is_reset_by_its_own_dwords_while_the_other_cp_queue_works():
     """The check of tests/kmd_sched/test_kmd_queues.py (which runs on the RTL too), on a model
     that runs 64 packets at an instant, not 65,536, so the loop takes time to reach its limit."""
-    test_kmd_queues.check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(
+    test_kmd_queues_stuck.check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(
         RefModel(cp_burst=64))
 
 
@@ -283,7 +283,7 @@ def test_a_context_with_sched_jobs_unfinished_on_a_ring_waits_in_cs_for_its_olde
     the full reset (full: ring 0's recovery as on a CP without CP_QUEUE_RESET) it is the
     guilty context's ECANCELED; after queue 0's reset the context's 32 gfx jobs are
     cancelled and the 33rd is taken and runs. (It was queued at once, as were 10,000 more.)"""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1_000, cs_check=cs_check)
     if reset == "full":
         full_reset_for_ring_0(kmd)

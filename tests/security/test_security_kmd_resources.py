@@ -211,7 +211,7 @@ def test_a_bo_unmapped_under_two_jobs_in_rings_stays_until_the_last_of_them_ends
     job in a ring may have translated a write to X before the TLB flush (Kmd.hold_for_jobs_in_rings),
     so X stays allocated, GEM_WAIT_IDLE busy, until the last of the two has ended, whichever
     ends first; a new BO of another file never gets its page meanwhile."""
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
 
     for first in ("gfx", "sdma"):
         kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=1 << 30)

@@ -118,7 +118,7 @@ def check_a_write_under_way_at_an_unmap_lands_before_the_page_is_handed_out(dev)
     late beats landed in it (test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends
     on the model, whose writes land at once)."""
     from spec import sdma
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(dev)
     a, b = Client(), Client()
     ib = a.bo(0x2000)
@@ -219,7 +219,7 @@ def test_a_closed_bo_an_earlier_job_holds_stays_mapped_for_the_files_later_jobs_
     from then, by the VM's jobs still in a ring: the test below). Once the
     holder ends, the same write faults and the BO's pages are free."""
     from spec import pm4, sdma
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
     a = Client()
     ib, data, ibs2 = a.bo(), a.bo(), a.bo()
@@ -256,7 +256,7 @@ def test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends(h
     to the next GEM_CREATE, another client's, where the late bursts landed. Now every BO
     whose mapping goes while a job of its VM is in a ring is held by those jobs."""
     from spec import pm4, sdma
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
     a, b = Client(), Client()
     ib = a.bo(0x4000)

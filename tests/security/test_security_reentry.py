@@ -29,7 +29,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from ..kmd.test_kmd_ioctl import RWX, Client
-from ..kmd_sched.test_kmd_queues import sdma_ib
+from ..kmd_sched.sched_helpers import sdma_ib
 
 main_thread_only = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                       reason="Python runs signal handlers in the main thread only")

@@ -42,7 +42,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import RWX, Client
-from tests.kmd_sched.test_kmd_queues import sdma_ib
+from tests.kmd_sched.sched_helpers import sdma_ib
 
 from .security_helpers import EVIL, LoopingCpModel
 

@@ -288,7 +288,7 @@ def test_a_closed_files_page_tables_outlive_its_queued_jobs():
     checker reads) wrote into a third client's BO through a PTE the second one wrote."""
     from spec import sdma
 
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel())
     holder, evil, victim = Client(), Client(), Client()
     hbo, ebo, vbo = holder.bo(), evil.bo(), victim.bo(0x1000)
@@ -322,7 +322,7 @@ def test_a_closed_files_bo_stays_while_any_of_its_jobs_may_reach_it():
     (they went to the next client's BO, which the SDMA job then wrote)."""
     from spec import sdma
 
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel())
     holder, evil = Client(), Client()
     hbo, ebo = holder.bo(), evil.bo()
@@ -383,7 +383,7 @@ def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault()
     is its job's VMID's now, its access and cause unknown (as an SDMA fault's)."""
     from spec import sdma
     from kmd_model.uapi import CsChunkDep, HwIp, InfoArgs, InfoQuery
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel(), cs_check=False)
     a, b = Client(), Client()
     abo, bbo = a.bo(), b.bo()

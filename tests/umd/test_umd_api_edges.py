@@ -248,7 +248,7 @@ def test_an_async_flush_refused_for_its_guilty_context_says_so():
     from kmd_model.core.kmd import KmdParams
     from testbench.refmodel import RefModel
 
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     full_reset_for_ring_0(kmd_model.bind(RefModel(), KmdParams(cs_check=False)))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)

@@ -182,7 +182,7 @@ def check_refusals_of_a_guilty_context_and_of_a_dependency(dev):
     (ECANCELED with the decoded error), raised as the same GpuError a sync flush raises. A
     queue waiting on an event of a refused async flush has its own flush refused
     (ECANCELED), which it raises itself; the innocent queue's work runs."""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     full_reset_for_ring_0(kmd_model.bind(dev, cs_check=False))
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(4096)

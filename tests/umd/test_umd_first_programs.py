@@ -260,7 +260,7 @@ def test_gfx_queue_after_its_gpu_error():
     full reset (a CP without CP_QUEUE_RESET), the kernel refuses the queue's context after
     it (amdgpu's guilty context): the next flush raised the very GpuError of the hang, as if
     the new work had failed. It says the queue takes no more work; a new queue runs."""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     gpu = _gpu()
     kmd = kmd_model.bound()
     q, buf = gpu.queue(), gpu.alloc(64)

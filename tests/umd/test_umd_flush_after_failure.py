@@ -84,7 +84,7 @@ def test_the_guilty_contexts_flush_raises_its_own_refusal_with_the_failure():
     CP_QUEUE_RESET): its context is guilty and refuses the flush's CS. The flush raises the
     failure and, as its note, its own refusal (the commands did not run: their events are
     lost), not "submitted"."""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     full_reset_for_ring_0(kmd_model.bind(RefModel(), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT)))
     gpu = umd.open()
     buf = gpu.alloc(64)

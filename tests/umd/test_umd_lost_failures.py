@@ -35,7 +35,7 @@ KINDS = {"gfx": {}, "gfx_high": {"priority": "high"}, "copy": {"engine": "copy"}
 
 
 def _model(kind: str) -> RefModel:
-    from tests.kmd_sched.test_kmd_queues import NoQueue0Reset
+    from tests.kmd_sched.sched_helpers import NoQueue0Reset
     return NoQueue0Reset() if kind == "gfx_full" else RefModel()
 UNMAPPED = 0x7000_0000  # (beyond the page tables: a VM fault)
 
