@@ -308,7 +308,7 @@ def test_a_reset_that_fails_inside_a_close_still_closes(how):
     and that may run a recovery whose reset fails. The error is the caller's to see, but the
     close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
     file) is gone and its memory freed once no job holds it (on the wedged device,
-    quarantined: tests/security/test_security_wedged.py). Before, GEM_CLOSE dropped the
+    quarantined: tests/security/memory/test_security_wedged.py). Before, GEM_CLOSE dropped the
     handle and raised before closing the BO, which then stayed allocated for good, and a
     file's close raised before releasing anything."""
     dev = StuckResetModel()
