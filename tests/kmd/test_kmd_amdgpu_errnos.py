@@ -159,7 +159,7 @@ def test_a_gfx_queue_reset_fails_only_the_guilty_entitys_unfinished_jobs():
     hang and the context's gfx job behind it fail (ECANCELED), its gfx and copy jobs that
     ended before stay ended well, the other context's gfx job behind the hang is resubmitted
     and ends well, the SDMA ring is not reset, and the context submits on. (An SDMA job in
-    flight meanwhile is neither stopped nor run again: tests/kmd_sched/test_kmd_queues.py,
+    flight meanwhile is neither stopped nor run again: tests/kmd_sched/test_kmd_queues_full_reset.py,
     check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again.)"""
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
     u, other = Umd(), Umd()

@@ -286,7 +286,7 @@ def test_the_ring_test_after_queue_0_s_reset_waits_while_queue_1_moves_on_and_no
     """Queue 0's ring test after its reset, taken only 3 x hw_timeout later: while queue 1
     moves on (it holds the CP: its packet in hand, its higher priority) the KMD waits, each
     move another hw_timeout, and the recovery stays queue 0's reset (it fell to the full
-    reset on the RTL behind a long fill on queue 1: tests/kmd_sched/test_kmd_queues.py,
+    reset on the RTL behind a long fill on queue 1: tests/kmd_sched/test_kmd_queues_resets.py,
     check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_reset). A ring
     test that does not pass while nothing moves falls to the full reset after hw_timeout; one
     that queue 1's moves keep extending is given up at hw_timeout + 16 times the longest

@@ -108,3 +108,17 @@ def test_one_run_orders_by_one_reading_of_the_durations(monkeypatch, tmp_path):
     monkeypatch.setattr(conftest, "_durations", None, raising=False)  # the worker's own module
     conftest.pytest_configure(type("Config", (), {"workerinput": node.workerinput})())
     assert [i.nodeid for i in conftest.longest_first(items)] == ["y", "x"]  # not the file's x 3.0
+
+
+def test_the_measured_times_name_files_that_exist():
+    """tests/durations.json is keyed by node ID: a file moved or split without its keys left
+    its times under a path no test has (its tests then ordered by a guess, the file's
+    measured-and-short rule lost). Every key names a test file that is there."""
+    import json
+    from pathlib import Path
+
+    root = Path(conftest.__file__).resolve().parents[1]
+    known = json.loads(Path(conftest.DURATIONS[1]).read_text())
+    files = {k.split("::")[0] for k in known if not k.startswith("@")}
+    stale = sorted(f for f in files if not (root / f).is_file())
+    assert not stale, "tests/durations.json names files that are not there (move their keys):\n" + "\n".join(stale)
