@@ -45,6 +45,8 @@ MODULES = (
     "umd/winsys/cmdbuf.py",
     "umd/transfer.py",
     "umd/runtime.py",
+    "umd/args.py",  # (split out of umd/runtime.py: the argument checks every entry point shares)
+    "umd/calls.py",  # (and the argument mistakes said for the app)
     "umd/queue.py",
     "umd/commands.py",  # (write, wait_mem, emit_raw: split out of umd/queue.py)
     "umd/device_queue.py",

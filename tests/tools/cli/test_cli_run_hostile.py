@@ -484,14 +484,14 @@ def test_an_app_that_raises_gets_its_own_traceback_and_no_leak_report(tmp_path):
 def test_a_traceback_wholly_inside_gpucosim_is_shown_whole():
     """An exception none of whose frames is the app's (gpucosim's own bug) keeps every frame."""
     from gpucosim.run.app import app_traceback
-    from umd.runtime import _index
+    from umd.args import _index
 
     # (caught in a frame of gpucosim's: no frame of the traceback is outside the project)
     ns = {"_index": _index}
     exec(compile("def catch():\n    try:\n        _index('alloc', 'size', 'x')\n    except TypeError as e:\n"
                  "        return e\n", str(ROOT / "gpucosim" / "catch.py"), "exec"), ns)
     text = app_traceback(ns["catch"]())
-    assert "umd/runtime.py" in text and "gpucosim/catch.py" in text and text.rstrip().endswith("TypeError: alloc: size must be an int, not 'x'")
+    assert "umd/args.py" in text and "gpucosim/catch.py" in text and text.rstrip().endswith("TypeError: alloc: size must be an int, not 'x'")
 
 
 def test_commands_recorded_and_never_submitted_are_reported(tmp_path):

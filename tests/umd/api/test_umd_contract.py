@@ -288,7 +288,7 @@ def test_flush_waits_at_the_limit_when_ibs_are_to_hand():
     q.flush()  # the second in flight: below the limit when it was asked
     q.write(buf, 0x18, 3)  # an IB from the pool: no wait
     msg = (f"flush: queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the "
-           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after {umd.runtime.DEFAULT_TIMEOUT} cycles\n"
+           f"oldest (seqno {q.inflight[0].seq:#x}) has not finished after {umd.DEFAULT_TIMEOUT} cycles\n"
            "flush: the commands recorded since the last flush (the queue's calls up to #6) stay recorded: the next "
            "flush submits them")  # (its note)
     _raises(umd.GpuTimeout, msg, q.flush)

@@ -50,15 +50,16 @@ def test_argument_mistakes_name_the_entry_point():
             q.write, buf, 0, 1, 2)
     _raises(TypeError, "Buffer.free() takes no positional arguments but 1 was given: Buffer.free()", buf.free, True)
     # an Event's and a Timestamp's methods too (signalled() was Python's "takes 1 positional
-    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a look)
+    # argument but 2 were given"; it is no entry point of api_hook: a polling loop is no span a
+    # look), each named by the app's own object (a Timestamp's were "Event.wait()", inherited)
     ev, ts = q.signal(), q.timestamp()
-    for e in (ev, ts):
-        _raises(TypeError, "Event.signalled() takes no positional arguments but 1 was given: Event.signalled()",
+    for e, cls in ((ev, "Event"), (ts, "Timestamp")):
+        _raises(TypeError, f"{cls}.signalled() takes no positional arguments but 1 was given: {cls}.signalled()",
                 e.signalled, 1)
-        _raises(TypeError, "Event.signalled() got an unexpected keyword argument 'timeout' (Event.signalled() "
+        _raises(TypeError, f"{cls}.signalled() got an unexpected keyword argument 'timeout' ({cls}.signalled() "
                 "takes no arguments)", e.signalled, timeout=5)
-        _raises(TypeError, "Event.wait() takes from 0 to 1 positional arguments but 2 were given: "
-                "Event.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
+        _raises(TypeError, f"{cls}.wait() takes from 0 to 1 positional arguments but 2 were given: "
+                f"{cls}.wait(timeout=2000000, *, timeout_cycles=<not given>)", e.wait, 5, 6)
     assert ev.signalled.__name__ == "signalled" and ev.signalled.__qualname__ == "Event.signalled"
     _raises(TypeError, "umd.open() takes from 0 to 1 positional arguments but 2 were given: umd.open(api_version=3, "
             "*, winsys=None, pools=True)", umd.open, 2, None)
@@ -411,6 +412,33 @@ def test_a_program_that_ends_without_submitting_is_told(ending, says):
     r = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[3], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and r.stdout == "" and r.stderr == (says and says + "\n"), r.stderr
+
+
+def test_an_async_queues_flushes_queued_at_the_programs_end_are_submitted_and_a_refusal_told():
+    """An async queue's flush() returns before its ioctl; a program that ended then lost the
+    flushes still queued on the submission thread (a daemon: it died with the interpreter)
+    and a refusal of one that nobody's next call raised, without a word. At the end they are
+    submitted (as `gpucosim run` does), and a refusal is one line. The app holds the KMD's lock
+    to the end here, so its three flushes are still queued when the interpreter ends."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    app = ("import atexit\n"
+           "atexit.register(lambda: print('queued at the end:', len(gpu.submitter.jobs), 'submitted:', q.flushes - "
+           "len(q.pending)))\n"  # (registered first: runs last, after the UMD's)
+           "import umd, kmd_model\nfrom umd.winsys import KMD_LOCK\nfrom spec import pm4\n"
+           "from testbench.refmodel import RefModel\nkmd_model.bind(RefModel())\n"
+           "gpu = umd.open()\nb = gpu.alloc(64)\nq = gpu.queue(async_submit=True)\n"
+           "bad = gpu.queue(async_submit=True)\nbad.emit_raw(pm4.write_data(kmd_model.bound().fence_addr, [0]))\n"
+           "KMD_LOCK.acquire()\natexit.register(KMD_LOCK.release)\n"  # (runs first: the thread goes on then)
+           "for i in range(3):\n    q.write(b, 4 * i, i)\n    q.flush()\nbad.flush()\n")
+    r = subprocess.run([sys.executable, "-c", app], cwd=Path(__file__).parents[3], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout == "queued at the end: 0 submitted: 3\n", (r.stdout, r.stderr)
+    assert re.fullmatch(r"umd: the program ended with a flush of <umd\.Queue ctx \d+ api v3> refused on the "
+                        r"submission thread, never raised to it: flush \(asynchronous submission #1 of queue context "
+                        r"\d+\): EINVAL: CS: WRITE_DATA at IB\+0x0[^\n]*\n", r.stderr), r.stderr
 
 
 class _Untouchable(np.ndarray):
