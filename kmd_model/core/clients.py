@@ -307,7 +307,7 @@ class ClientsMixin:
         writes. A job holds the BOs mapped at its CS; one mapped after it, or closed while
         an earlier job held it, was freed once unmapped while a job of the VM (an SDMA job,
         which no checker reads) could have a fill under way into it, and its pages went to
-        the next GEM_CREATE, another client's (tests/security/test_security_mappings.py
+        the next GEM_CREATE, another client's (tests/security/memory/test_security_mappings.py
         test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends). Jobs only
         queued start after the invalidation: they hold nothing of it."""
         jobs = [j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished]

@@ -54,7 +54,7 @@ def check_gem_va_errors(dev):
     # amdgpu_gem_va_ioctl's order: the range first (before the handle), then the handle
     # (ENOENT) before the operation's own checks (alignment, a size of 0: amdgpu_vm_bo_map's).
     # An unknown handle with a size of 0 or a misaligned address was EINVAL, with a range
-    # outside the VM ENOENT (tests/security/test_security_mm_state.py found it)
+    # outside the VM ENOENT (tests/security/memory/test_security_mm_state.py found it)
     for op in (VaOp.MAP, VaOp.REPLACE):
         expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0)
         expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va + 4)
@@ -232,7 +232,7 @@ def test_a_vmid_is_not_stolen_while_an_older_job_on_another_ring_runs_with_it():
     blamed, its queue reset), or read and wrote the thief's pages at its own addresses."""
     from spec import sdma
 
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel())
     x = Client()
     xbo, out = x.bo(), x.bo(0x1000)
@@ -316,7 +316,7 @@ def test_unmap_of_many_pages_invalidates_every_page():
     """The TLB holds translations of both pages of a 2-page BO; after GEM_VA UNMAP a job
     that writes to the second page faults (the invalidation covered the whole range, not
     its first page) and the BO's memory is untouched."""
-    from tests.security.test_vm_isolation import _run_guilty
+    from tests.security.memory.test_vm_isolation import _run_guilty
 
     kmd_model.bind(RefModel(), cs_check=False)
     c = Client()
@@ -377,7 +377,7 @@ def test_an_ib_by_handle_runs_from_the_mapping_it_lies_in_whole_and_executable(f
     IB lies inside one EXECUTABLE mapping"). The CS took the first mapping by address holding
     the offset and was refused ("... without EXECUTABLE", "... runs past the end of its
     mapping") while the BO was mapped whole and executable at the other VA
-    (tests/security/test_security_mm_state.py found it)."""
+    (tests/security/memory/test_security_mm_state.py found it)."""
     kmd_model.bind(RefModel())
     c = Client()
     h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000)).handle

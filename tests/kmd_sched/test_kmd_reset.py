@@ -16,7 +16,7 @@ from spec import packets, pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, addr_fields, expect
-from tests.kmd_sched.test_kmd_queues import sdma_ib
+from tests.kmd_sched.sched_helpers import sdma_ib
 
 
 def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:

@@ -51,7 +51,7 @@ def test_an_error_entry_read_after_its_queue_was_reset_for_it_is_not_a_new_error
     error and told every context of a second reset. Its queue's STATUS.ERROR reads 0 then:
     it is stale. (Ring 0 went to the full reset before CP_QUEUE_RESET.Q0 was used: the case
     came with it, queue 1's was there already.)"""
-    from .test_kmd_queues import new_ctx
+    from .sched_helpers import new_ctx
     kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
     c, d = Client(), Client()
     bo, dbo = c.bo(), d.bo()
@@ -135,7 +135,7 @@ def test_a_lost_sdma_error_interrupt_is_found_by_the_job_timer():
     """The same on the SDMA ring: its engine stopped on a bad header, no interrupt seen and
     nobody polling; the ring's job timer finds SDMA_STATUS.ERROR when it runs out and
     recovers that error (a queue reset), not a timeout."""
-    from .test_kmd_queues import sdma_ib
+    from .sched_helpers import sdma_ib
 
     t_out = 2_000
     kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
