@@ -298,6 +298,9 @@ def test_a_timeout_on_the_cps_second_queue_names_the_queue():
         c.wait(seq, 1_000_000, hi)
     assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, CP queue 1 "
                         rf"polling in a WAIT_REG_MEM, context {hi}", ei.value.message), ei.value.message
+    info = ei.value.info  # polling in a WAIT_REG_MEM the diagnosis did not find: its kind (a PM4 one), no place
+    assert (info.opcode, info.opcode_name, info.offset, info.addr, info.level) == \
+        (pm4_spec.WAIT_REG_MEM.opcode, "WAIT_REG_MEM", 0, 0, "IB1"), info
     kmd.mmio.write_fields(regs.CONTROL, HALT=1)
     hi2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
     seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0xB00, [3]), offset=0x300), ctx=hi2)
@@ -309,10 +312,11 @@ def test_a_timeout_on_the_cps_second_queue_names_the_queue():
                         rf"busy at RING \(CP_HQD1_STATUS {st:#x}\), context {hi2}", ei.value.message), ei.value.message
 
 
-def _straddling_ib():
+def _straddling_ib(priority: int | None = None):
     """Client a's IB of 16 dwords from the last 8 dwords of BO x into the VA page after it,
     where a BO y is mapped (its 8 dwords: the WAIT_REG_MEM the CP is stuck in). In memory,
-    what follows x is client b's BO, holding a WAIT_REG_MEM on a secret."""
+    what follows x is client b's BO, holding a WAIT_REG_MEM on a secret. `priority`: of a
+    context of its own (HIGH: on the CP's second queue, ring gfx_high)."""
     kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000)
     a, b = Client(), Client()
     x, theirs = a.bo(0x1000), b.bo(0x1000)
@@ -324,9 +328,10 @@ def _straddling_ib():
     x.u32[0x3F8:0x400] = pm4.pad(8)
     ywords = a.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")
     ywords[:8] = pm4.wait_reg_mem(x.addr + 0x200, 1, 1, "EQ") + pm4.pad(1)  # where the CP is stuck
-    seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0))
+    ctx = None if priority is None else a.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
+    seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0), ctx=ctx)
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
-        a.wait(seq, 1_000_000)
+        a.wait(seq, 1_000_000, ctx)
     assert f"{secret:x}" not in ei.value.message
     return a, x, seq, ei.value
 
@@ -342,6 +347,43 @@ def test_a_timeout_diagnosis_reads_an_ib_across_adjacent_mappings():
     assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
                         rf"IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, waits for == 0x1, "
                         rf"context {a.ctx}", e.message), e.message
+
+
+def test_a_timeout_diagnosis_on_the_cps_second_queue_reads_an_ib_across_adjacent_mappings():
+    """The same on the CP's second queue (a HIGH-priority context, ring gfx_high, whose timer
+    diagnoses as ring 0's does: Kmd.ring_timedout_job): the IB is read from both BOs, the
+    packet in the second is named, and the error's fields give its kind and place (the UMD
+    names the call that recorded it from them)."""
+    a, x, seq, e = _straddling_ib(CtxPriority.HIGH)
+    ctx = e.info.ctx_id
+    assert ctx != a.ctx
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, stuck in "
+                        rf"WAIT_REG_MEM at IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, "
+                        rf"waits for == 0x1, context {ctx}", e.message), e.message
+    assert (e.info.code, e.info.opcode, e.info.opcode_name, e.info.level, e.info.offset, e.info.addr) == \
+        ("TIMEOUT", pm4_spec.WAIT_REG_MEM.opcode, "WAIT_REG_MEM", "IB1", 0x20, x.addr + 0x1000), e.info
+
+
+def test_a_timeout_s_level_is_that_of_the_packet_it_names():
+    """The error's level, offset and addr name one packet, the diagnosis's (a UMD maps them
+    to the call that recorded it): a WAIT_REG_MEM of the IB1 whose flag was taken back after
+    the CP passed it is the first the diagnosis finds not holding, while the CP polls in the
+    IB2 the IB1 calls next; the level is the IB1's, not the IB2 the CP's STATUS names."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    bo.u32[0x800 // 4] = 1  # the IB1's wait holds when the CP comes to it
+    c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x900, 1, 1, "EQ"), offset=0x400)  # the IB2: its wait never holds
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.indirect_buffer(bo.addr + 0x400, 8),
+                        offset=0x100))
+    assert kmd.wait_for(lambda: regs.STATUS.LEVEL.get(kmd.mmio.read(regs.STATUS)) == regs.IbLevel.IB2, 10_000)
+    bo.u32[0x800 // 4] = 0
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
+                        rf"IB\+0x0 \({bo.addr + 0x100:#x}\): \*{bo.addr + 0x800:#x} & 0x1 = 0x0, waits for == 0x1, "
+                        rf"context {c.ctx}", ei.value.message), ei.value.message
+    assert (ei.value.info.level, ei.value.info.offset, ei.value.info.addr) == ("IB1", 0, bo.addr + 0x100), ei.value.info
 
 
 def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
