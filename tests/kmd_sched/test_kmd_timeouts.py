@@ -386,6 +386,50 @@ def test_a_timeout_s_level_is_that_of_the_packet_it_names():
     assert (ei.value.info.level, ei.value.info.offset, ei.value.info.addr) == ("IB1", 0, bo.addr + 0x100), ei.value.info
 
 
+@pytest.mark.parametrize("where", ["in_an_ib2", "across_two_mappings"])
+def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_found_in_an_ib2_or_across_mappings(where):
+    """A job on queue 0 whose poll does not hold is reset by its timeout while queue 1 floods
+    (tests/kmd_sched/test_kmd_queues.py test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck,
+    on the model whose queue 0 polls only when queue 1 lets it): whether a poll of the job
+    holds (Kmd._polls_hold) is read as the timeout's diagnosis reads it, through the IB2s the
+    job calls and across adjacent mappings of its VM (cs_check off), wherever the poll is.
+    An IB it cannot read has no poll that does not hold: the job was taken for parked in
+    one, not stuck, for as long as the flood lasted."""
+    from tests.kmd_sched.test_kmd_queues import ParkedPolls
+
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=where == "in_an_ib2")
+    bad, evil = Client(), Client()
+    bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
+    ehi = evil.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+    if where == "in_an_ib2":
+        ib2 = bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x400)
+        b = bad.submit(bad.ib(bbo, pm4.indirect_buffer(bbo.addr + 0x400, ib2.size_dw), 0x100))
+    else:  # 8 dwords of padding at the end of bbo, the poll in the BO mapped right after it
+        y = bad.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        bad.io(Request.GEM_VA, GemVaArgs(y, VaOp.MAP, bbo.addr + 0x4000, 0, 0x1000, RWX))  # (Client's guard page)
+        bbo.u32[0xFF8:0x1000] = pm4.pad(8)
+        bad.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")[:8] = \
+            pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16) + pm4.pad(1)
+        b = bad.submit(CsChunkIb(16, gpu_addr=bbo.addr + 0x3FE0))
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(20_000):
+        flood += pm4.dma_data(ebo.addr + 0xFF000, k, 64, src_sel="DATA")
+    f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
+    kmd.dev.delay(1_000)
+    request, seen = kmd.ring.request_reset, []
+    kmd.ring.request_reset = lambda: (seen.append(kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start), request())[1]
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        bad.wait(b, 1_000_000)
+    # reset during the flood (its timeout, not the flood's end): queue 1 had fetched a part of it
+    assert len(seen) == 1 and 0 < seen[0] < len(flood) / 2, (seen, len(flood))
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT", ei.value
+    assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
+    assert evil.wait(f, 1_000_000, ehi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
+
+
 def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
     """What the diagnosis reads of a job's IB (Kmd.job_read): the dwords its VM maps, across
     adjacent mappings wherever each is in memory; nothing (None) where the range runs into a
