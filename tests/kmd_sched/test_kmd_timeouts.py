@@ -451,6 +451,44 @@ def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
     assert read(x.addr + 0xFE0, 0x409) is None  # one dword past y's mapping: a hole again
 
 
+def test_a_timeout_diagnosis_reads_no_data_in_the_kernel_range():
+    """The shadow pool's kernel range, in every VM, is executable only: the CP fetches the
+    checked copies of IBs from it, and no packet reads data there (the checker refuses a
+    WAIT_REG_MEM on it; an SDMA job, never checked, faults). The diagnosis took it for the
+    job's memory: a spy's SDMA job, a poll on a flag of its own (a long interval) then one
+    on the kernel range, the flag set while the engine slept out its interval, timed out
+    "stuck in POLL_REGMEM ... = 0x5ec12e7": a dword of the pool, here the data of another
+    client's WRITE_DATA in the copy of its IB (its job done, the copy's words still there).
+    A poll there is in no memory of the job's now."""
+    from spec import sdma
+
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    victim, spy = Client(), Client()
+    vb, sb = victim.bo(), spy.bo()
+    secret = 0x5EC12E7
+    held = victim.submit(victim.ib(vb, pm4.wait_reg_mem(vb.addr + 0x800, 1, 1, "EQ")
+                                   + pm4.write_data(vb.addr + 0x900, [secret])))
+    copy = kmd.sched.pending[0].ibs[0][0]  # the IB's copy, in the kernel range
+    assert copy >= kmd.kernel_va
+    at = copy + 4 * (len(pm4.wait_reg_mem(0, 0, 0, "EQ")) + len(pm4.write_data(0, [0])) - 1)  # its data dword
+    vb.u32[0x200] = 1
+    assert victim.wait(held) and vb.u32[0x240] == secret
+    # (the copy's room is free again, its words still there until the pool's next job)
+    assert int(kmd.mem32[(kmd.shadow.bo.gpu_addr + at - kmd.kernel_va) // 4]) == secret
+    s = spy.submit(sdma_ib(sb, sdma.poll_regmem(sb.addr + 0x800, 1, 0xFFFF_FFFF, "EQ", interval=0xFFFF)
+                           + sdma.poll_regmem(at, 1, 0xFFFF_FFFF, "EQ")))
+    kmd.dev.delay(500)
+    sb.u32[0x200] = 1  # the first poll holds now: the engine sleeps out its interval
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        spy.wait(s, 1_000_000)
+    e = ei.value
+    assert f"{secret:x}" not in e.message
+    assert re.fullmatch(rf"WAIT_CS: job {s:#x} timed out on sdma0: no progress for \d+ cycles, the SDMA engine polling "
+                        rf"in a POLL_REGMEM, context {spy.ctx}", e.message), e.message
+    assert (e.info.code, e.info.offset, e.info.addr) == ("TIMEOUT", 0, 0), e.info
+
+
 def test_a_long_wait_wakes_at_the_fallback_poll_interval():
     """A WAIT_CS on a job that makes no progress (no interrupt, far from its timeout)
     sleeps in steps of the fallback poll interval: 200,000 cycles cost ten polls, not a
