@@ -67,6 +67,36 @@ def test_an_idle_bo_closed_when_its_flush_is_lost_is_freed_not_leaked():
     assert not kmd.live_bos()
 
 
+def test_bos_closed_under_lost_flushes_of_the_last_vmid_are_each_freed():
+    """A BO closed when its unmap's flush is lost is listed with the VMID
+    (VmidManager.unflushed) and freed once no job runs with that VMID: at once here, none
+    does. On the last VMID (the VM the 15th to take one), closed one after another with a
+    job of the VM between (its grab flushes, then the next close's flush is lost again):
+    each BO is freed at its close, the list emptied each time."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    for _ in range(len(kmd.vmids.ids) - 1):  # every other VMID taken first
+        o = Client()
+        o.run(o.bo(0x1000), pm4.nop(2))
+    c = Client()
+    ib, x, y = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    for k, b in enumerate((x, y)):
+        c.run(ib, pm4.write_data(b.addr, [1]), 0x100 * k)  # b's translation is in the TLB
+        vmid = c.f.vm.vmid
+        assert vmid == len(kmd.vmids.ids)
+        bo = c.f.handles[b.handle]
+        dev.lost = True
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(b.handle))
+        assert (ei.value.errno, ei.value.message) == (
+            errno.EIO, f"GEM_CLOSE: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles")
+        assert bo.freed and kmd.vmids.unflushed == []
+        dev.lost = False
+    assert kmd.kmd_stats()["tlb_flush_failures"] == 2
+    c.f.close()
+    assert len(kmd.live_bos()) == len(kmd.vmids.ids) - 1  # (the others' IBs)
+
+
 @pytest.mark.parametrize("j2_ends", ["by_itself", "by_its_reset"])
 def test_a_bo_whose_unmap_flush_is_lost_at_a_jobs_retirement_waits_for_the_vmids_jobs_then_goes(j2_ends):
     """Checker off: J1 uses X and holds the CP; X is closed (busy: it stays mapped for J1);
