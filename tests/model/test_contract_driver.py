@@ -1122,6 +1122,61 @@ def check_a_transfer_whose_reads_and_writes_both_fail_reports_one(dev):
         dev.mem_model.configure(error_window=None)
 
 
+
+# ------------------------------------------------------------- what the irq finds done (driver-writer-9)
+
+def check_the_packet_of_an_interrupt_finishes_after_its_entry(dev):
+    """A RELEASE_MEM with an interrupt (queue 0, queue 1) and an SDMA TRAP finish after their
+    IH entry: when the irq line rises the fence (the FENCE before the TRAP) is in memory and
+    the entry is whole, but on the RTL the IH_WPTR write-back lands a few cycles later and
+    the ring's rptr write-back after that, so at the irq the rptr write-back still names the
+    packet itself; RB_RPTR (CP_HQD1_RB_RPTR, SDMA_RB_RPTR) then passes it and the queue's
+    IDLE reads 1 with no more doorbells. The model, without time, has the packet finished
+    when the line is seen. Either way the IH write-back lands no later than the rptr's."""
+    from tests.model.contract_driver import RING1, RPTR1_WB
+
+    rtl = dev.name != "model"
+    g, ring, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    swb = OUT + 0x800
+    s = SdmaRing(g, SRING, 8, swb)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    g.set("INT_ENABLE", IH_PENDING=1)
+    fence, sfence = OUT, OUT + 0x40
+    for name, r, wb, status, rptr in (("queue 0", ring, RPTR_WB, "STATUS", "RB_RPTR"),
+                                      ("queue 1", q1, RPTR1_WB, "CP_HQD1_STATUS", "CP_HQD1_RB_RPTR"),
+                                      ("the SDMA", s, swb, "SDMA_STATUS", "SDMA_RB_RPTR")):
+        for k in range(2):
+            ihw = g.read("IH_WPTR")
+            before = r.wptr
+            if r is s:
+                s.submit(sdma("FENCE", DATA=0x70 + k, **lo_hi("ADDR", sfence, 2)), sdma("TRAP", INT_CONTEXT=k + 1))
+                at = before + 4 * 4  # (bytes: the TRAP after the 4-dword FENCE)
+            else:
+                r.submit(write_data(OUT + 0x80, [k]), release_mem(fence, 0x100 + k, INT_SEL="SEND_INT"))
+                at = before + 5  # (dwords: the RELEASE_MEM after the 5-dword WRITE_DATA)
+            assert dev.wait_irq(5000), f"{name}: no interrupt"
+            # the line is high: the packet's data and its entry are in memory
+            assert (g.r32(sfence) == 0x70 + k) if r is s else (g.r32(fence) == 0x100 + k), name
+            e = ih.entry(ihw)
+            assert ih.source(e) == ("SDMA_TRAP" if r is s else "EOP") and e["DATA0"] == (k + 1 if r is s else 0), e
+            first_ih = first_rptr = None
+            t0 = dev.now()
+            seen = g.r32(wb)
+            assert seen == (at if rtl else r.wptr), f"{name}: rptr write-back {seen} at the irq"
+            while first_rptr is None or first_ih is None:
+                if first_ih is None and g.r32(IH_WB) == ihw + 32:
+                    first_ih = dev.now() - t0
+                if first_rptr is None and g.r32(wb) == r.wptr:
+                    first_rptr = dev.now() - t0
+                assert dev.now() - t0 < 2000, f"{name}: write-backs {first_ih}, {first_rptr}"
+                if first_rptr is None or first_ih is None:
+                    dev.delay(1)
+            assert first_ih <= first_rptr and (first_ih < first_rptr) == rtl, (name, first_ih, first_rptr)
+            assert g.read(rptr) == r.wptr and g.idle(status)["IDLE"] == 1
+            ih.pop()
+    g.write("INT_ENABLE", 0)
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1134,7 +1189,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_dma_errors_name_the_faulting_burst_and_beat_at_every_bus_width, check_the_smallest_ring_of_two_dwords,
           check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
           check_ih_entry_write_refused_in_its_middle, check_poll_interval_0_acts_as_1_and_counts_from_each_answer,
-          check_a_transfer_whose_reads_and_writes_both_fail_reports_one]
+          check_a_transfer_whose_reads_and_writes_both_fail_reports_one,
+          check_the_packet_of_an_interrupt_finishes_after_its_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
