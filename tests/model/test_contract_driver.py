@@ -1199,3 +1199,29 @@ def test_contract_on_the_model(check, data_width):
     from testbench.refmodel import RefModel
 
     check(RefModel(data_width=data_width))
+
+
+def test_counters_wrap_at_32_bits_and_timestamp_at_48_on_the_model():
+    """docs/hardware.md "Counters and time": every PERF_* counter wraps to 0 after 2^32 (no
+    saturation, no flag) and TIMESTAMP after 2^48, RELEASE_MEM's 64-bit TIMESTAMP and an IH
+    entry's with it. The RTL's are 32- and 48-bit registers counting `+ n` (rtl/cp/status.py,
+    rtl/top.py); no simulation reaches their ends, so the model's, started near them, are the
+    ones checked."""
+    from testbench.refmodel import RefModel
+
+    dev = RefModel()
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    dev._fetched = M32 - 1  # (PERF_DWORDS_FETCHED 2^32 - 2)
+    dev._packets[P["NOP"].index] = M32
+    dev._t = (1 << 48) - 100  # (TIMESTAMP 100 cycles before its end)
+    ring.run(pm4("NOP", [0, 0]), release_mem(OUT, DATA_SEL="TIMESTAMP", INT_SEL="SEND_INT"))
+    assert g.read("PERF_DWORDS_FETCHED") == (M32 - 1 + 3 + 8) & M32 == 9
+    assert g.read("PERF_PACKETS", P["NOP"].index) == 0
+    dev.delay(100)
+    ring.run(release_mem(OUT + 8, DATA_SEL="TIMESTAMP", INT_SEL="SEND_INT"))
+    t = g.timestamp()
+    stamps = [g.r32(a) | g.r32(a + 4) << 32 for a in (OUT, OUT + 8)]
+    entries = [e["TIMESTAMP_LO"] | e["TIMESTAMP_HI"] << 32 for e in ih.pop()]
+    end = 1 << 48
+    assert end - 100 <= stamps[0] <= entries[0] < end and stamps[1] <= entries[1] <= t < 300, (stamps, entries, t)
