@@ -980,13 +980,18 @@ def check_write_data_error_inside_a_block(dev):
     from byte 8 of a block), ADDR is the first byte the packet writes in that block, every
     dword before ADDR is written and none of the window's; a packet that ends before the
     window runs clean. On a 32-bit bus, a RELEASE_MEM's 64-bit data whose high dword is
-    refused names the fence's address."""
+    refused names the fence's address. (The testbench's memory refuses a whole bus beat whose
+    address is in the window: the window starts at byte 8 of the block, or at its second beat
+    on a 128-bit bus; on a 256-bit bus, where a block is one beat, at the next block.)"""
     g, ring, ih = bring_up(dev)
     P = pm4_packets()
     w = 0x70000
-    dev.mem_model.configure(error_window=(w + 0x148, w + 0x188, "SLVERR"))
+    beat = 1 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    cut = 0x140 + max(8, beat)  # (0x148; 0x150 on 128 bits, 0x160 on 256)
+    dev.mem_model.configure(error_window=(w + cut, w + 0x188, "SLVERR"))
     try:
         for start, at in ((0x100, 0x140), (0x104, 0x140), (0x13C, 0x140), (0x144, 0x144), (0xC4, None)):
+            at = at if at is None else max(at, cut & ~31)  # (the first byte written in the failing block)
             g.w32(w + 0xC0, [0] * 0x80)
             ring.submit(write_data(w + start, list(range(1, 33))))
             if at is None:
@@ -996,7 +1001,7 @@ def check_write_data_error_inside_a_block(dev):
             got = g.r32(w + start, 32)
             n = (at - start) // 4
             assert got[:n] == list(range(1, n + 1)), f"from {start:#x}: not every dword before ADDR: {got}"
-            assert not any(got[(0x148 - start) // 4:]), f"from {start:#x}: a dword of the window written: {got}"
+            assert not any(got[(cut - start) // 4:]), f"from {start:#x}: a dword of the window written: {got}"
         if g.fields("CAPS")["BUS_BYTES_LOG2"] == 2:  # (a wider beat holds both dwords: the
             # testbench memory refuses whole beats whose address is in the window)
             # RELEASE_MEM's 64-bit data is one block too: its high dword refused, ADDR is the fence's.
@@ -1013,7 +1018,9 @@ def check_ih_entry_write_refused_in_its_middle(dev):
     window from byte 8 of the third entry) fails the entry as a whole, a bus error of the
     packet that raised it at the entry's first byte (OPCODE RELEASE_MEM), IH_WPTR left at
     that entry and INT_STATUS.CP_ERROR the only sign; the two entries before it are in; an
-    SDMA TRAP's entry failing so is the SDMA's BUS_SLVERR at the same address."""
+    SDMA TRAP's entry failing so is the SDMA's BUS_SLVERR at the same address. (The testbench's
+    memory refuses a whole bus beat whose address is in the window: on a 128-bit bus the
+    window is the entry's second beat; on a 256-bit bus, where the entry is one beat, all of it.)"""
     from tests.model.contract_driver import SRING, SdmaRing, sdma_packets
 
     g, ring, _ = bring_up(dev)
@@ -1022,7 +1029,9 @@ def check_ih_entry_write_refused_in_its_middle(dev):
     g.set("IH_CNTL", ENABLE=0)  # (the base is written while the ring is disabled)
     ih = IhRing(g, w, 6, IH_WB)  # 8 entries at w
     g.w32(IH_WB, [0])
-    dev.mem_model.configure(error_window=(w + 0x48, w + 0x50, "SLVERR"))
+    beat = 1 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    cut = 0x40 + (max(8, beat) if beat < 32 else 0)
+    dev.mem_model.configure(error_window=(w + cut, w + cut + max(8, beat), "SLVERR"))
     try:
         ring.submit(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1),
                     release_mem(OUT, 2, INT_SEL="SEND_INT", INT_CTXID=2),
