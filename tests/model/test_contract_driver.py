@@ -1186,6 +1186,42 @@ def check_the_packet_of_an_interrupt_finishes_after_its_entry(dev):
             ih.pop()
     g.write("INT_ENABLE", 0)
 
+
+def check_rptr_passes_a_transfer_before_its_data_idle_waits_for_it(dev):
+    """A DMA_DATA without CP_SYNC (an SDMA CONSTANT_FILL or COPY_LINEAR) is passed once its
+    transfer is queued: on the RTL RB_RPTR (SDMA_RB_RPTR), the rptr write-back and RB_EMPTY
+    show the ring drained while the transfer still writes, IDLE reads 0 (and STATUS.DMA_BUSY
+    1) until its last byte is answered; so a driver that reads the destination waits for IDLE
+    (or a fence written after the transfer), not for the rptr. The model, without time, has
+    the transfer done when the rptr passes it."""
+    rtl = dev.name != "model"
+    g, ring, ih = bring_up(dev)
+    swb = OUT + 0x800
+    s = SdmaRing(g, SRING, 8, swb)
+    big, n = 0x400000, 0x10000  # 64 KiB: 8,192 cycles at least on a 64-bit bus
+    for engine in ("CP", "SDMA"):
+        g.dev.mem[big:big + n] = [0] * n
+        if engine == "CP":
+            ring.submit(dma_data(big, 0x5A5A5A5A, n, SRC_SEL="DATA"))
+            r, wb, status, rptr = ring, RPTR_WB, "STATUS", "RB_RPTR"
+        else:
+            s.submit(sdma("CONSTANT_FILL", SRC_DATA=0x5A5A5A5A, COUNT=n - 1, **lo_hi("DST_ADDR", big)))
+            r, wb, status, rptr = s, swb, "SDMA_STATUS", "SDMA_RB_RPTR"
+        g.until(lambda: g.r32(wb) == r.wptr, f"{engine}: the rptr write-back past the fill")
+        st = g.fields(status)
+        assert g.read(rptr) == r.wptr and st["RB_EMPTY"] == 1, (engine, st)
+        last = g.r32(big + n - 4)
+        if rtl:
+            assert st["IDLE"] == 0 and last == 0, f"{engine}: the ring drained, the fill still running: {st} {last:#x}"
+            if engine == "CP":
+                assert st["DMA_BUSY"] == 1, st
+        st = g.idle(status, cycles=40000)
+        assert (st["IDLE"], st["RB_EMPTY"], g.r32(big + n - 4), g.r32(big)) == (1, 1, 0x5A5A5A5A, 0x5A5A5A5A), \
+            (engine, st)
+        if engine == "CP":
+            assert st["DMA_BUSY"] == 0, st
+    assert not ih.pop()
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1199,7 +1235,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
           check_ih_entry_write_refused_in_its_middle, check_poll_interval_0_acts_as_1_and_counts_from_each_answer,
           check_a_transfer_whose_reads_and_writes_both_fail_reports_one,
-          check_the_packet_of_an_interrupt_finishes_after_its_entry]
+          check_the_packet_of_an_interrupt_finishes_after_its_entry,
+          check_rptr_passes_a_transfer_before_its_data_idle_waits_for_it]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
