@@ -347,6 +347,7 @@ ICARUS_SECONDS = {
     "contract_csr__check_offsets_beyond_the_aperture_are_refused_not_aliased": 0.12,
     "contract_driver__check_the_packet_of_an_interrupt_finishes_after_its_entry": 0.74,
     "contract_driver__check_rptr_passes_a_transfer_before_its_data_idle_waits_for_it": 2.26,
+    "contract_driver__check_release_mem_timestamp_is_taken_after_earlier_transfers": 2.04,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
