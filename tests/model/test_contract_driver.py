@@ -1251,6 +1251,80 @@ def check_release_mem_timestamp_is_taken_after_earlier_transfers(dev):
     if rtl:
         assert first - t0 >= busy, f"the stamp {first - t0} cycles after the doorbell, the fill busy {busy}"
 
+
+def check_only_a_reset_ends_a_stopped_queue(dev):
+    """A queue stopped by an error stays stopped through everything but its reset: clearing
+    and setting its enable (RB_CNTL, CP_HQD1_RB_CNTL, SDMA_RB_CNTL.RB_ENABLE), CONTROL.HALT
+    (SDMA_CNTL.HALT) set and cleared, INT_STATUS.CP_ERROR cleared and doorbells leave ERROR,
+    the error registers, VM_FAULT_* and the pointers as they were, and run nothing; there is
+    no retry of the faulting packet. Its queue reset (CP_QUEUE_RESET.Qn, SDMA_CNTL.QUEUE_RESET)
+    starts the ring again at 0: the work after the faulting packet is the driver's to submit
+    again (here the faulting IB's page mapped, with no invalidation: a failed translation is
+    not kept)."""
+    from tests.model.contract_driver import (PA_OUT, PT_L1, RING1, RPTR1_WB, VA_CODE, VA_HOLE, PA_CODE, map_vmid1,
+                                             sdma_packets, VALID, WRITEABLE)
+
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8, OUT + 0x800)
+    map_vmid1(g)
+    P, S = pm4_packets(), sdma_packets()
+    g.w32(PA_CODE, write_data(VA_HOLE + 0x40, [0x88]))  # queue 0: a VM fault in its IB
+    q0.submit(ib(VA_CODE, 5, VMID=1), write_data(OUT + 0x10, [0x10]))
+    q1.submit(pm4("NOP", [0]), [0xC000FF00, 0], write_data(OUT + 0x14, [0x14]))  # queue 1: ILLEGAL_OPCODE
+    s.submit(sdma("FENCE", DATA=0x18, **lo_hi("ADDR", OUT + 0x18, 2)), [0x0000_0003],  # the SDMA: ILLEGAL_OPCODE
+             sdma("FENCE", DATA=0x1C, **lo_hi("ADDR", OUT + 0x1C, 2)))
+    queues = (("STATUS", "RB_", "RB_CNTL", "ENABLE", q0, ("CP_ERROR", "CP_ERROR_ADDR_LO", "CP_ERROR_OFFSET")),
+              ("CP_HQD1_STATUS", "CP_HQD1_RB_", "CP_HQD1_RB_CNTL", "ENABLE", q1,
+               ("CP_HQD1_ERROR", "CP_HQD1_ERROR_ADDR_LO", "CP_HQD1_ERROR_OFFSET")),
+              ("SDMA_STATUS", "SDMA_RB_", "SDMA_RB_CNTL", "RB_ENABLE", s,
+               ("SDMA_ERROR", "SDMA_ERROR_ADDR_LO", "SDMA_ERROR_OFFSET")))
+    for status, *_ in queues:
+        assert g.idle(status)["ERROR"] == 1, status
+    before = {r: g.read(r) for *_, regs in queues for r in regs}
+    before.update({r: g.read(r) for r in ("VM_FAULT_STATUS", "VM_FAULT_ADDR_LO", "RB_RPTR", "RB_WPTR",
+                                          "CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "SDMA_RB_RPTR", "SDMA_RB_WPTR")})
+    assert g.fields("VM_FAULT_STATUS")["VMID"] == 1 and g.field("CP_ERROR", "CODE") == g.err["VM_FAULT"]
+    n_entries = len(ih.pop())
+    assert n_entries == 3, n_entries
+    g.w64(PT_L1 + 8 * (VA_HOLE >> 12 & 511), PA_OUT | VALID | WRITEABLE)  # the page the fault wanted
+    for status, pre, cntl, enable, r, _ in queues:
+        fields = g.fields(cntl)
+        g.set(cntl, **{**fields, enable: 0})
+        g.set(cntl, **fields)
+        # a doorbell behind wptr: DOORBELL_BACKWARDS, were the queue running
+        if r is s:
+            g.write("SDMA_DOORBELL", s.wptr - 4)
+        else:
+            r.doorbell(r.wptr - 1)
+    g.set("CONTROL", HALT=1)
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=0)
+    g.dev.delay(50)
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", HALT=0, TRAP_ENABLE=0)
+    g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    g.dev.delay(300)
+    after = {r: g.read(r) for r in before}
+    assert after == before, {r: (hex(before[r]), hex(after[r])) for r in before if before[r] != after[r]}
+    for status, *_ in queues:
+        st = g.fields(status)
+        assert (st["ERROR"], st["IDLE"]) == (1, 1), (status, st)
+    assert g.r32(OUT + 0x10, 4) == [0, 0, 0x18, 0] and g.r32(PA_OUT + 0x40) == 0, "nothing ran"
+    assert not ih.pop() and g.field("INT_STATUS", "CP_ERROR") == 0, "no new error"
+    # the resets: each ring from 0, the faulting work submitted again by the driver
+    g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=0)
+    for status, pre, cntl, enable, r, regs in queues:
+        st = g.idle(status)
+        assert (st["ERROR"], g.read(pre + "RPTR"), g.read(pre + "WPTR"), g.read(regs[0])) == (0, 0, 0, 0), status
+        r.wptr = 0
+    assert g.read("VM_FAULT_STATUS") == 0
+    q0.run(ib(VA_CODE, 5, VMID=1), write_data(OUT + 0x10, [0x10]))
+    q1.run(write_data(OUT + 0x14, [0x14]))
+    s.run(sdma("FENCE", DATA=0x1C, **lo_hi("ADDR", OUT + 0x1C, 2)))
+    assert g.r32(OUT + 0x10, 4) == [0x10, 0x14, 0x18, 0x1C] and g.r32(PA_OUT + 0x40) == 0x88
+    assert not ih.pop()
+
 CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_levels_and_chain, check_packet_checks,
           check_wait_reg_mem, check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_dma_data,
           check_cp_own_writes_fail_as_the_packet, check_dma_errors_and_counters,
@@ -1266,7 +1340,8 @@ CHECKS = [check_ring_doorbell_and_writeback, check_doorbell_errors, check_ib_lev
           check_a_transfer_whose_reads_and_writes_both_fail_reports_one,
           check_the_packet_of_an_interrupt_finishes_after_its_entry,
           check_rptr_passes_a_transfer_before_its_data_idle_waits_for_it,
-          check_release_mem_timestamp_is_taken_after_earlier_transfers]
+          check_release_mem_timestamp_is_taken_after_earlier_transfers,
+          check_only_a_reset_ends_a_stopped_queue]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
