@@ -42,8 +42,13 @@ def drive(c):
         o = c.ports[i]
         sh_idle = sh["err"][0] | ((sh["level"][0] == 0) & (sh["ring_pos"][0] == c.wptr_q[i]) & ~c.park_q[i] &
                                   ~o.swmod)
+        # A parked poll shows WAITING until its packet, parsed again, polls; a queue stopped
+        # by an error polls no more, its park left for the reset to clear: a queue swapped
+        # back in with its park, stopped by its doorbell error before it polled again, read
+        # WAITING 1 beside ERROR until its reset (driver-writer-9; resume() clears the park
+        # only for an error that waited while the queue was out)
         m.d.sync += [qidle[i].eq(Mux(q == i, act_idle, sh_idle) & ~c.qr_pend_q[i] & ~c.dbpend_q[i]),
-                     qwait[i].eq(Mux(q == i, c.waiting, 0) | c.park_q[i])]
+                     qwait[i].eq(Mux(q == i, c.waiting | (c.park_q[i] & ~c.err), c.park_q[i] & ~sh["err"][0]))]
     idle = Signal(name="idle")  # both queues (PERF_BUSY_CYCLES counts cycles either is busy)
     m.d.comb += [idle.eq(qidle[0] & qidle[1]), cp.idle.eq(idle)]
 

@@ -475,6 +475,45 @@ def check_doorbell_errors_while_an_ib_waits(dev):
                 g.w32(flag1, [0])
 
 
+def check_a_queue_stopped_at_any_point_of_its_parked_poll_shows_no_waiting(dev):
+    """The doorbell error of check_doorbell_errors_while_an_ib_waits at every cycle of one
+    park-and-poll period (on the RTL two polling queues yield to each other, each parked in
+    turn, about 48 cycles a round on a 64-bit bus): wherever it lands, the stopped queue
+    reads WAITING 0 beside ERROR. On the RTL a queue swapped back in with its poll parked,
+    not yet polling again, kept its park with the error: WAITING 1 until its reset, in an
+    8-cycle window of each round (delays 21-28 on Verilator at 64 bits; the check above hit
+    it only at 128 and 256 bits), the model 0 (driver-writer-9). STATUS's WAITING now leaves
+    out a queue's park once it is stopped by an error."""
+    g, q0, ih = bring_up(dev, ring_log2=6)
+    q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
+    flag, flag1 = OUT + 0x40, OUT + 0x44
+    g.w32(flag, [0])
+    g.w32(flag1, [0])
+    g.w32(IB1, wait_mem(flag, 1, 1, "EQ") + write_data(OUT, [0xAA]))
+    g.w32(IB2, wait_mem(flag1, 1, 1, "EQ") + write_data(OUT + 4, [0xBB]))
+    shown = []
+    for d in range(56):  # (more than a round at every bus width the RTL is built for)
+        q1.submit(ib(IB2, 12, VMID=5))
+        g.waiting(q1.status)
+        at = q0.wptr + 2
+        q0.submit(pm4("NOP", [0]), ib(IB1, 12, VMID=3))
+        g.waiting(q0.status)
+        g.dev.delay(d)
+        q0.doorbell(at + q0.size + 1)  # DOORBELL_OVERFLOW
+        st = g.idle(q0.status)
+        g.dev.delay(100)
+        later = g.fields(q0.status)
+        if st["WAITING"] or later["WAITING"] or not later["ERROR"]:
+            shown.append((d, st, later))
+        expect_error(q0, ih, "DOORBELL_OVERFLOW", "RING", 0, at + q0.size + 1, at % q0.size)
+        g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+        g.idle(q0.status)
+        g.idle(q1.status)
+        q0.wptr = q1.wptr = 0
+        assert not ih.pop()
+    assert not shown, f"a stopped queue showed WAITING (delay after WAITING, at once, 100 cycles later): {shown}"
+
+
 def check_priority_written_while_both_queues_have_work_and_a_fast_poll(dev):
     """CP_QUEUE_PRIORITY is read at every packet boundary: written while both queues have
     work, the next packet is the new higher queue's, and it runs its work to the end before
@@ -614,6 +653,7 @@ CHECKS = [check_cp_queue_priority, check_entries_name_their_queue_and_vmid,
           check_queue_resets_at_once_halted_and_their_write_backs,
           check_equal_priority_turns_after_one_queue_ran_alone, check_queue_1_dma_status_and_queue_resets_during_it,
           check_queue_reset_while_each_packet_kind_runs, check_doorbell_errors_while_an_ib_waits,
+          check_a_queue_stopped_at_any_point_of_its_parked_poll_shows_no_waiting,
           check_priority_written_while_both_queues_have_work_and_a_fast_poll,
           check_doorbell_error_of_the_queue_not_running_is_taken_at_once,
           check_poll_counters_count_each_queue_s_reads]
