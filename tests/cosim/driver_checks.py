@@ -320,6 +320,7 @@ ICARUS_SECONDS = {
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,
     "contract_engines__check_queue_reset_while_each_packet_kind_runs": 1.26,
     "contract_engines__check_doorbell_errors_while_an_ib_waits": 0.51,
+    "contract_engines__check_a_queue_stopped_at_any_point_of_its_parked_poll_shows_no_waiting": 7.16,
     "contract_engines__check_dma_raw_wait_and_reads_after_earlier_writes": 0.70,
     "contract_driver__check_chain_at_the_deepest_level_and_its_vmid": 0.10,
     "contract_engines__check_priority_written_while_both_queues_have_work_and_a_fast_poll": 0.72,
