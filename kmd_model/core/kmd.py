@@ -91,8 +91,10 @@ class KmdParams:
     cap_sys_nice: bool = True
     # as a process with CAP_PERFMON (File.cap_perfmon; open_render_node overrides it per file):
     # INFO COUNTERS answers the device's performance counters and the driver's statistics, every
-    # client's activity in them; False: a file gets the timestamp and its own counts only
-    cap_perfmon: bool = True
+    # client's activity in them; False (the default, as Linux gives a system-wide perf event only
+    # to CAP_PERFMON): a file gets the timestamp and its own counts only. A tool, example or
+    # test that reads device-wide counters opts in: open_render_node(cap_perfmon=True)
+    cap_perfmon: bool = False
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
