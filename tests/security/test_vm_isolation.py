@@ -406,3 +406,38 @@ def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault()
     fb = b.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
     assert (fa.addr, fa.vmid) == (0x2A00_0000, a.f.vm.vmid or fa.vmid) and fa.access == "WRITE", fa
     assert fb.addr == 0x2B00_0000 and fb.vmid not in (0, fa.vmid), fb
+
+
+def test_a_job_run_unchecked_finds_no_other_clients_copies_in_the_shadow_pool():
+    """The shadow pool is mapped executable in every VM (the CP fetches a job's checked
+    copies under its VMID), and a retired job's copies stayed in it. With the checker
+    switched off after bring-up (`params.cs_check = False`, as examples/gpu_error.py does)
+    a client's INDIRECT_BUFFER packet may call into the pool: it ran another client's
+    copy under its own VMID, and with a BO of its own mapped at the victim's addresses the
+    copy's WRITE_DATA put the victim's data there. A retired job's copies are now cleared
+    before their range goes back to the pool: the call finds zeros (a CP error)."""
+    kmd = kmd_model.bind(RefModel())
+    victim, spy = Client(), Client()
+    vbo = victim.bo(0x2000)
+    secret = [0x5EC12E70, 0x5EC12E71]
+    seq = victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x1000, secret)))
+    job = victim.f.contexts[victim.ctx].jobs[seq]
+    (copy, n), = job.ibs  # the ring's call of the checked copy, at its address in every VM
+    assert kmd.kernel_va <= copy < kmd.kernel_va + kmd.kernel_va_size
+    assert victim.wait(seq)
+    assert vbo.u32[0x400:0x402].tolist() == secret
+    kmd.params.cs_check = False
+    # the spy's bait: a BO of its own where the victim's WRITE_DATA writes
+    bait = spy.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000, 0, uapi.Domain.GTT, 0)).handle
+    spy.io(Request.GEM_VA, uapi.GemVaArgs(bait, VaOp.MAP, vbo.addr, 0, 0x2000, RWX))
+    view = spy.io(Request.GEM_MMAP, uapi.GemMmapArgs(bait)).view.view("<u4")
+    ib = spy.bo(0x1000)
+    seq = spy.submit(spy.ib(ib, pm4.indirect_buffer(copy, n)))
+    try:
+        spy.wait(seq)
+    except KmdError as e:  # (zeros: no type-3 header)
+        assert e.errno == errno.ECANCELED and e.info.code != "VM_FAULT", e
+    assert not np.isin(view, secret).any(), "the victim's data reached the spy's BO"
+    kmd.params.cs_check = True
+    assert victim.wait(victim.run(vbo, pm4.write_data(vbo.addr + 0x1800, [1])))  # the checker runs on
+
