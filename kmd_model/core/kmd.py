@@ -253,6 +253,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3
+        self.reset_count = 0  # resets done (RecoveryMixin._count_reset): Context.resets counts from it
         self.contexts: dict[tuple[int, int], Context] = {}  # (fd, the file's context id): every file's
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.last_vm_fault: VmFaultInfo | None = None

@@ -236,3 +236,53 @@ def test_a_bo_unmapped_under_two_jobs_in_rings_stays_until_the_last_of_them_ends
         a.f.close()
         v.f.close()
         assert not kmd.live_bos()
+
+
+# ------------------------------------------------------------------------------ work a reset does
+
+def test_a_reset_does_not_walk_every_context_of_every_file():
+    """Each reset counted itself into every context of every file (QUERY_STATE's `resets`),
+    a walk of the driver's table of contexts under its lock: a client with 25 files of
+    4,095 contexts (a file's most; the files are its descriptors') made every reset cost
+    some 15 ms of the lock instead of 3, and its own faults on the SDMA ring (no checker,
+    reset at once, a new context every 3) cost every other client's ioctls that much each;
+    a million contexts, 150 ms a fault. amdgpu keeps one counter (gpu_reset_counter) that a
+    context compares with the value it was made with: so here, a reset is one increment,
+    whatever the contexts."""
+    from kmd_model.uapi import CtxArgs, CtxOp, WaitCsArgs
+
+    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    walked = []
+
+    class Watched(dict):  # the driver's table of every file's contexts: who walks it
+        def values(self):
+            walked.append("values")
+            return super().values()
+
+        def items(self):
+            walked.append("items")
+            return super().items()
+
+        def __iter__(self):
+            walked.append("iter")
+            return super().__iter__()
+
+    kmd.contexts = Watched(kmd.contexts)
+    other, c = Client(), Client()
+    bo = c.bo(0x1000)
+    for _ in range(3):
+        ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        seq = c.io(Request.CS, uapi.CsArgs(ctx, [sdma_ib(bo, sdma.write_linear(0x3000_0000, [1]))])).seq
+        with pytest.raises(KmdError) as e:
+            c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+        assert e.value.errno == errno.ECANCELED and e.value.info.code == "VM_FAULT"
+    assert kmd.stats["queue_resets"] == 3
+    assert walked == [], walked
+    # what QUERY_STATE says is as before: every context that lived through a reset counts it
+    seen = other.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, other.ctx))
+    assert seen.resets == 3 and seen.flags & uapi.CtxQueryFlags.RESET
+    assert c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx)).resets == 1  # made before the last
+    new = other.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    st = other.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, new))
+    assert st.resets == 0 and not st.flags & uapi.CtxQueryFlags.RESET
