@@ -293,7 +293,7 @@ class ClientsMixin:
         bo.mappings.clear()
         bo.closed = True
         if bo.owner is not None and not bo.owner.vm.closed:
-            bo.owner.vm.bo_closed()
+            bo.owner.vm.bo_closed(bo)
         if not bo.busy:
             self.bo_release(bo)
 
