@@ -24,6 +24,7 @@ import gpucosim
 from gpucosim.trace.plot import picture_file_problem
 import kmd_model
 import umd
+from umd.winsys import Winsys
 from testbench.argtypes import OneLineParser, integer_in, parse_int
 
 THRESHOLDS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -51,7 +52,8 @@ def measure(align: int, threshold: int, commands: int) -> Row:
     kmd = kmd_model.bound()
     if kmd.params.ib_align_dw != align:
         kmd_model.rebind(ib_align_dw=align)
-    gpu = umd.open(api_version=2)
+    # what it prints counts the whole device: a file with CAP_PERFMON (docs/architecture.md, "Side channels")
+    gpu = umd.open(api_version=2, winsys=Winsys(kmd_model.open_render_node(cap_perfmon=True)))
     buf = gpu.alloc(4 * commands, "vram")
     q = gpu.queue(flush_threshold=threshold)
     q.finish()  # nothing yet: the context exists, the IB pool is empty

@@ -19,7 +19,9 @@ from __future__ import annotations
 import os
 import sys
 
+import kmd_model
 import umd
+from umd.winsys import Winsys
 
 # every layer: the UMD's IBs, each ioctl, the checked copies, the ring and its doorbell, the
 # packets the CP starts (under a simulator), the IH entries and the fences they signal
@@ -43,7 +45,8 @@ def main() -> int:
             errors.append(f"{what}: got {got!r}, expected {want!r}")
             say(f"MISMATCH {what}: got {got!r}, expected {want!r}")
 
-    gpu = umd.open(api_version=2)
+    # what it prints counts the whole device: a file with CAP_PERFMON (docs/architecture.md, "Side channels")
+    gpu = umd.open(api_version=2, winsys=Winsys(kmd_model.open_render_node(cap_perfmon=True)))
     info = gpu.info()
     say(f"opened {gpu.name}: {info.ib_levels} IB levels, {'DMA, ' if info.has_dma else ''}"
         f"ring of {info.ring_size_dw} dwords, IBs padded to {info.ib_align_dw} dwords")

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import sys
 
+import kmd_model
 import umd
+from umd.winsys import Winsys
 
 SIZES = [4, 64, 1000, 4096, 65536]  # bytes, multiples of 4
 PATTERN = 0xA5C3_0F01
 
 
 def main() -> int:
-    gpu = umd.open(api_version=2)
+    # what it prints counts the whole device: a file with CAP_PERFMON (docs/architecture.md, "Side channels")
+    gpu = umd.open(api_version=2, winsys=Winsys(kmd_model.open_render_node(cap_perfmon=True)))
     info = gpu.info()
     how = "DMA_DATA fills (the DMA engine)" if info.has_dma else "WRITE_DATA packets (no DMA engine)"
     buf = gpu.alloc(max(SIZES) + 4096, "vram")

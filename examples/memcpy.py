@@ -19,7 +19,9 @@ import sys
 
 import numpy as np
 
+import kmd_model
 import umd
+from umd.winsys import Winsys
 from spec import pm4
 from testbench.argtypes import OneLineParser, integer_in
 
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)
 
-    gpu = umd.open(api_version=2)
+    # what it prints counts the whole device: a file with CAP_PERFMON (docs/architecture.md, "Side channels")
+    gpu = umd.open(api_version=2, winsys=Winsys(kmd_model.open_render_node(cap_perfmon=True)))
     info = gpu.info()
     if not info.has_dma:
         print(f"memcpy: this {gpu.name} device has no DMA engine (CAPS.DMA = 0), so it cannot copy; "

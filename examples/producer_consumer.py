@@ -33,6 +33,7 @@ import numpy as np
 import gpucosim
 import kmd_model
 import umd
+from umd.winsys import Winsys
 from spec import pm4
 from testbench.argtypes import OneLineParser, integer_in
 
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"the KMD holds a context's CS past {limit} unfinished jobs (sched_jobs) until its oldest, item 0, "
                  "is done: a deadlock the job timer would end")
 
-    gpu = umd.open(api_version=2)
+    # what it prints counts the whole device: a file with CAP_PERFMON (docs/architecture.md, "Side channels")
+    gpu = umd.open(api_version=2, winsys=Winsys(kmd_model.open_render_node(cap_perfmon=True)))
     dma = gpu.info().has_dma
     ring = gpu.alloc(slots * SLOT_BYTES, "gtt")  # the slots the producer fills
     ctrl = gpu.alloc(4096, "gtt")  # dword 0: items produced so far

@@ -306,7 +306,7 @@ class ClientsMixin:
         bo.mappings.clear()
         bo.closed = True
         if bo.owner is not None and not bo.owner.vm.closed:
-            bo.owner.vm.bo_closed()
+            bo.owner.vm.bo_closed(bo)
         if not bo.busy:
             self.bo_release(bo)
 
@@ -392,7 +392,14 @@ class ClientsMixin:
         if self.vmids.unflushed:
             self.vmids.free_unflushed()
         if job.checked is not None:  # the CP is done with the copies
-            self.shadow.free(job.checked.shadow_mem, job.checked.shadow_bytes)
+            # cleared before the range goes back: the pool is executable in every VM, and a
+            # job run unchecked (cs_check switched off after bring-up: examples/gpu_error.py)
+            # may call an IB there. A retired client's copies stayed in it, and another
+            # client's INDIRECT_BUFFER into the pool ran them under its own VMID: their
+            # WRITE_DATAs' data landed in its own BO mapped at the victim's addresses
+            at, n = job.checked.shadow_mem, job.checked.shadow_bytes
+            self.dev.mem[at:at + n] = 0
+            self.shadow.free(at, n)
             job.checked = None
         vm = job.vm
         if vm is not None and vm.closed and vm.vmid is not None:

@@ -39,7 +39,7 @@ class Context:
         # `error` (it was None after a queue reset, with reset_status GUILTY)
         self.reset_error: HwErrorInfo | None = None
         self.reset_status = ResetStatus.NO_RESET
-        self.resets = 0
+        self._resets_from = file.kmd.reset_count  # (resets: the driver's count since then)
         self.submitted = 0
         self.priority = priority  # its entities' run queue (a scheduler.Priority: CTX ALLOC's, mapped)
         self.ring_status: dict[str, ResetStatus] = {}  # ring name -> what resets of that ring did to it
@@ -54,6 +54,12 @@ class Context:
 
     FAILED_KEPT = 1024
     RING_KEPT = 1024
+
+    @property
+    def resets(self) -> int:
+        """Resets it lived through (QUERY_STATE's `resets`): the driver's count
+        (Kmd.reset_count, one increment a reset) since it was made."""
+        return self.file.kmd.reset_count - self._resets_from
 
     def submitted_on(self, seq: int, ring: str) -> None:
         self.last_on[ring] = seq

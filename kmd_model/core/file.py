@@ -43,7 +43,7 @@ class File:
         # may read the device-wide performance counters and driver statistics (INFO COUNTERS),
         # as a process with CAP_PERFMON may open a system-wide perf event; from
         # KmdParams.cap_perfmon or open_render_node's argument
-        self.cap_perfmon = True
+        self.cap_perfmon = False
         self.ioctls = 0  # its own ioctls and their errors (INFO COUNTERS without cap_perfmon)
         self.ioctl_errors = 0
         self.hangs = 0  # resets its contexts' jobs caused, all of them

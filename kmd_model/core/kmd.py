@@ -91,8 +91,10 @@ class KmdParams:
     cap_sys_nice: bool = True
     # as a process with CAP_PERFMON (File.cap_perfmon; open_render_node overrides it per file):
     # INFO COUNTERS answers the device's performance counters and the driver's statistics, every
-    # client's activity in them; False: a file gets the timestamp and its own counts only
-    cap_perfmon: bool = True
+    # client's activity in them; False (the default, as Linux gives a system-wide perf event only
+    # to CAP_PERFMON): a file gets the timestamp and its own counts only. A tool, example or
+    # test that reads device-wide counters opts in: open_render_node(cap_perfmon=True)
+    cap_perfmon: bool = False
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
@@ -176,6 +178,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
         self.fallback_at = dev.now()  # the fence fallback timer's last run (IrqMixin.fallback_poll)
         self._poll_timeouts: list | None = None  # [since, logged, not logged]: IrqMixin.on_sdma_poll_timeout
+        self._error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
@@ -250,6 +253,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self._mem_file = dev.mem_file()
         self.files: dict[int, File] = {}
         self.next_fd = 3
+        self.reset_count = 0  # resets done (RecoveryMixin._count_reset): Context.resets counts from it
         self.contexts: dict[tuple[int, int], Context] = {}  # (fd, the file's context id): every file's
         self.reset_pending: tuple[str, CpErrorState | None] | None = None
         self.last_vm_fault: VmFaultInfo | None = None

@@ -113,7 +113,7 @@ def test_a_rebind_revokes_the_old_drivers_mappings_saying_why():
 def test_idle_waits_return_at_once_and_counters_read_the_hardware():
     dev = RefModel()
     kmd_model.bind(dev)
-    c = Client()
+    c = Client(cap_perfmon=True)  # (it reads the device-wide counters)
     bo = c.bo(0x4000)
     c.run(bo, pm4.write_data(bo.addr + 0x2000, [1, 2, 3]) + pm4.dma_data(bo.addr + 0x3000, bo.addr + 0x2000, 12))
     t = dev.now()

@@ -41,8 +41,8 @@ class Client:
     """One open render node with a context: the raw-ioctl view of a UMD. Its BOs are
     mapped (GEM_VA) one after another from the bottom of the VM's range, a guard page apart."""
 
-    def __init__(self):
-        self.f = kmd_model.open_render_node()
+    def __init__(self, cap_perfmon: bool | None = None):
+        self.f = kmd_model.open_render_node(cap_perfmon=cap_perfmon)  # True: may read INFO COUNTERS whole
         self.ctx = self.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
         # clients start 16 MiB apart, so one's addresses are holes in another's VM
         self.next_va = self.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start + (self.f.fd - 3 << 24)
@@ -132,7 +132,7 @@ def check_bind_and_info(dev):
     # IH_WPTR, before the wptr write-back lands (docs/hardware.md), and a handler that finds
     # no entry takes INT_STATUS.EOP; on slow memory bind() returned before the entry was read
     assert kmd.wait_for(lambda: kmd.ih.by_source.get("EOP") == 1, 10_000), kmd.ih.by_source
-    c = Client()
+    c = Client(cap_perfmon=True)  # (it reads the device-wide counters)
     info = c.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     assert info.backend == dev.name and info.ib_align_dw == 8 and info.ring_size_dw == 4096
     caps = kmd.mmio.fields(regs.CAPS)  # what the device says of itself, as the UMD is told it

@@ -128,8 +128,12 @@ def check_open_and_info(dev):
     for h in (mem.vram, mem.gtt):
         assert 0 <= h.largest_free <= h.total - h.used and h.used <= h.total
     assert u.io(Request.INFO, uapi.InfoArgs(InfoQuery.VM_FAULT)) == uapi.VmFaultInfo()  # all 0: none yet
+    # COUNTERS: a file opened by default has no CAP_PERFMON: the clock and its own counts
+    # (docs/architecture.md, "Side channels"); one opened with it, the device's counters
     cnt = u.io(Request.INFO, uapi.InfoArgs(InfoQuery.COUNTERS))
-    assert set(cnt.packets) >= set(i.packets[:3]) and cnt.kmd["ioctls"] >= 1
+    assert set(cnt.hw) == {"timestamp"} and cnt.packets == {} and cnt.kmd["ioctls"] >= 1
+    cnt = Umd(cap_perfmon=True).io(Request.INFO, uapi.InfoArgs(InfoQuery.COUNTERS))
+    assert set(cnt.packets) >= set(i.packets[:3]) and cnt.kmd["ioctls"] >= 1 and "cs" in cnt.kmd
     for q in (7, -1, 1 << 32, "DEV_INFO", None, 22.0):  # 0x16 as a float is no query
         refused(errno.EINVAL, "INFO", u.io, Request.INFO, uapi.InfoArgs(q))
     # the request number and its argument class (DRM: an unknown driver ioctl is EINVAL)

@@ -228,3 +228,37 @@ def test_info_counters_tell_an_unprivileged_file_nothing_of_other_clients():
         kmd_model.open_render_node(cap_perfmon=1)
     with pytest.raises(ValueError, match=r"^KMD parameter cap_perfmon must be True or False, not 'no'$"):
         kmd_model.bind(RefModel(), cap_perfmon="no")
+
+
+def test_a_file_opened_by_default_counts_no_other_clients_work():
+    """Every file had CAP_PERFMON by default (KmdParams.cap_perfmon=True, so that the tests
+    and examples could measure): a spy bound as every app is, with no parameter, read the
+    victim's packets, CSs and errors from INFO COUNTERS. As on Linux (a system-wide perf
+    event needs CAP_PERFMON) a file now has it only when asked for: the driver's default
+    is False, and a tool or test that reads device-wide counters opens its file with
+    open_render_node(cap_perfmon=True) (or binds with cap_perfmon=True)."""
+    kmd = kmd_model.bind(RefModel())
+    assert kmd.params.cap_perfmon is False
+    victim = Client()
+    spy = Client()
+    assert not spy.f.cap_perfmon and not victim.f.cap_perfmon
+    before = spy.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.COUNTERS))
+    bo = victim.bo(0x1000)
+    for i in range(2):
+        assert victim.wait(victim.run(bo, pm4.write_data(bo.addr + 0x800 + 4 * i, [i])))
+    after = spy.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.COUNTERS))
+    assert after.hw.keys() == {"timestamp"} and after.packets == {}
+    assert after.kmd == dict(before.kmd, ioctls=before.kmd["ioctls"] + 1)
+    # the UMD's default device too: its own counts only
+    from umd import api as umd_api
+    gpu = umd_api.open(api_version=2)
+    try:
+        c = gpu.counters()
+        assert c.hw.keys() == {"timestamp"} and c.packets == {} and "cs" not in c.kmd
+    finally:
+        gpu.close()
+    # opting in: the privileged file sees everything, the victim's work among it
+    seen = kmd_model.open_render_node(cap_perfmon=True)
+    full = seen.ioctl(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.COUNTERS))
+    assert full.packets["WRITE_DATA"] >= 2 and full.kmd["cs"] >= 2
+    assert kmd_model.bind(RefModel(), cap_perfmon=True).open().cap_perfmon

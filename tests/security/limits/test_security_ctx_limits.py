@@ -266,6 +266,44 @@ def test_an_sdma_job_of_polls_that_give_up_does_not_flood_the_log(caplog):
     assert lines[-2] == "sdma0: 1990 more POLL_REGMEMs gave up (not logged)"
 
 
+def test_faults_made_on_purpose_do_not_flood_the_log(caplog):
+    """A fault is reset at once and costs its client only the job, and no checker looks at
+    an SDMA IB: a client whose SDMA jobs each wrote an unmapped address, a new context every
+    `ban_after_hangs` faults (a file is banned for timeouts only), had the driver log 3 to 4
+    lines a fault ("sdma0 error", "context N of fd M is guilty", "sdma0 queue reset done",
+    "context N is banned"): 60 faults, some 200 lines in a few thousand cycles, without end.
+    Each kind is now rate limited as amdgpu's dev_err_ratelimited: at most ERROR_LOGS (10) a
+    job timeout, then one line says how many were left out; the counters see every one."""
+    import logging
+    from kmd_model.uapi import WaitCsArgs
+    kmd = kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x1000)
+    n = 60
+    with caplog.at_level(logging.WARNING, logger="gpucosim.kmd"):
+        ctx = None
+        for i in range(n):
+            if i % kmd.params.ban_after_hangs == 0:
+                ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+            seq = c.io(Request.CS, kmd_model.uapi.CsArgs(ctx, [sdma_ib(bo, sdma.write_linear(0x3000_0000, [1]))])).seq
+            with pytest.raises(KmdError) as e:
+                c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+            assert e.value.errno == errno.ECANCELED
+        assert kmd.dev.now() < kmd.params.job_timeout  # all inside one job timeout
+        lines = [r.getMessage() for r in caplog.records if r.name == "gpucosim.kmd"]
+        assert kmd.stats["sdma_errors"] == n
+        errors = [x for x in lines if x.startswith("sdma0 error: ")]
+        assert len(errors) == 10 and len(lines) <= 4 * 10, (len(lines), lines[:5])
+        kmd.params.job_timeout = 1  # (the next window: the count of those not logged is said)
+        ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        seq = c.io(Request.CS, kmd_model.uapi.CsArgs(ctx, [sdma_ib(bo, sdma.write_linear(0x3000_0000, [1]))])).seq
+        with pytest.raises(KmdError):
+            c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+    lines = [r.getMessage() for r in caplog.records if r.name == "gpucosim.kmd"]
+    assert f"{n - 10} more 'error' lines not logged (at most 10 a job timeout)" in lines
+    assert lines[-1].startswith("sdma0 queue reset done")
+
+
 # ------------------------------------------------------------------------------ jobs queued per context
 
 def _held(c: Client, bo, n: int) -> list[int]:

@@ -266,3 +266,158 @@ def test_a_bo_unmapped_under_two_jobs_in_rings_stays_until_the_last_of_them_ends
         a.f.close()
         v.f.close()
         assert not kmd.live_bos()
+
+
+# ------------------------------------------------------------------------------ work a reset does
+
+def test_a_reset_does_not_walk_every_context_of_every_file():
+    """Each reset counted itself into every context of every file (QUERY_STATE's `resets`),
+    a walk of the driver's table of contexts under its lock: a client with 25 files of
+    4,095 contexts (a file's most; the files are its descriptors') made every reset cost
+    some 15 ms of the lock instead of 3, and its own faults on the SDMA ring (no checker,
+    reset at once, a new context every 3) cost every other client's ioctls that much each;
+    a million contexts, 150 ms a fault. amdgpu keeps one counter (gpu_reset_counter) that a
+    context compares with the value it was made with: so here, a reset is one increment,
+    whatever the contexts."""
+    from kmd_model.uapi import CtxArgs, CtxOp, WaitCsArgs
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    walked = []
+
+    class Watched(dict):  # the driver's table of every file's contexts: who walks it
+        def values(self):
+            walked.append("values")
+            return super().values()
+
+        def items(self):
+            walked.append("items")
+            return super().items()
+
+        def __iter__(self):
+            walked.append("iter")
+            return super().__iter__()
+
+    kmd.contexts = Watched(kmd.contexts)
+    other, c = Client(), Client()
+    bo = c.bo(0x1000)
+    for _ in range(3):
+        ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        seq = c.io(Request.CS, uapi.CsArgs(ctx, [sdma_ib(bo, sdma.write_linear(0x3000_0000, [1]))])).seq
+        with pytest.raises(KmdError) as e:
+            c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+        assert e.value.errno == errno.ECANCELED and e.value.info.code == "VM_FAULT"
+    assert kmd.stats["queue_resets"] == 3
+    assert walked == [], walked
+    # what QUERY_STATE says is as before: every context that lived through a reset counts it
+    seen = other.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, other.ctx))
+    assert seen.resets == 3 and seen.flags & uapi.CtxQueryFlags.RESET
+    assert c.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, ctx)).resets == 1  # made before the last
+    new = other.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    st = other.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, new))
+    assert st.resets == 0 and not st.flags & uapi.CtxQueryFlags.RESET
+
+
+def test_a_cs_does_not_walk_every_mapping_of_its_vm():
+    """Each CS gathered the BOs its job holds (Vm.bos) from every mapping of the file's VM,
+    under the driver's lock: a client that mapped one 4 KiB BO 100,000 times (its VM holds
+    some 250,000 pages) made each of its CSs hold the lock 13 ms longer (about 33 ms at
+    the VM's end), every other client's ioctls waiting behind each. The VM keeps its
+    mappings by BO already (Vm.maps_of): the job's BOs come from those, one step a BO."""
+    from tests.kmd.test_kmd_ioctl import RWX
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x2000)
+    small = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0)).handle
+    va = 0x2000_0000
+    for i in range(200):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(small, uapi.VaOp.MAP, va + 0x1000 * i, 0, 0x1000, RWX))
+    vm = c.f.vm
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000, [1]))))  # (the checker's view made once)
+    walked = []
+
+    class Watched(list):  # the VM's mappings by address: who walks them
+        def __iter__(self):
+            walked.append(len(self))
+            return super().__iter__()
+
+    vm.maps = Watched(vm.maps)
+    seqs = [c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x1000, [2]))),
+            c.submit(sdma_ib(bo, sdma.write_linear(bo.addr + 0x1800, [3]), 0x400))]
+    assert walked == [], walked
+    assert all(c.wait(s) for s in seqs)
+    assert bo.u32[0x400] == 2 and bo.u32[0x600] == 3
+    # what a job holds is as before: every BO mapped with a handle, and the page tables
+    f = c.f.handles
+    assert vm.bos() == {f[bo.handle], f[small]} | set(vm.tables.values())
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(small))
+    assert vm.bos() == {f[bo.handle]} | set(vm.tables.values())
+
+
+def test_the_checkers_view_of_the_mappings_is_kept_not_made_again_at_each_change():
+    """The checker's view of a VM's mappings (Vm.lookup_arrays) was made again from every
+    mapping at the first CS after any GEM_VA or GEM_CLOSE: a client with 100,000 mappings
+    that moved one page before each CS held the driver's lock 130 ms a CS (some 330 ms at
+    the VM's end). It is kept in step with each change now, a row at a time: no walk of the
+    mappings, and after MAP, UNMAP, REPLACE, CLEAR and GEM_CLOSE in any order it is what a
+    view made afresh would be, and the checker answers by it."""
+    import random
+
+    import numpy as np
+
+    from kmd_model.uapi import GemVaArgs, VaOp
+    from tests.kmd.test_kmd_ioctl import RWX
+    kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x2000)
+    vm = c.f.vm
+    assert c.wait(c.submit(c.ib(ib, pm4.write_data(ib.addr + 0x1000, [1]))))  # (the view made once)
+    walked = []
+
+    class Watched(list):  # the VM's mappings by address: who walks them
+        def __iter__(self):
+            walked.append(len(self))
+            return super().__iter__()
+
+    vm.maps = Watched(vm.maps)
+    rng = random.Random(5)
+    answers = {"accepted": 0, "refused": 0}
+    base = 0x2000_0000
+    handles = [c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x4000, 0, uapi.Domain.GTT, 0)).handle for _ in range(4)]
+    for step in range(300):
+        op = rng.choice(["map", "map", "unmap", "replace", "clear", "close", "cs"])
+        va = base + 0x1000 * rng.randrange(64)
+        try:
+            if op == "close" and len(handles) > 1:
+                c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(handles.pop(rng.randrange(len(handles)))))
+                handles.append(c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x4000, 0, uapi.Domain.GTT, 0)).handle)
+            elif op == "cs":
+                # a WRITE_DATA into the range: accepted exactly when a writable mapping covers it
+                m = vm.find(va)
+                ok = m is not None and bool(m.flags & uapi.VmFlags.WRITEABLE) and not m.bo.closed
+                try:
+                    seq = c.submit(c.ib(ib, pm4.write_data(va, [step])))
+                except KmdError as e:
+                    assert e.errno == errno.EINVAL and not ok, (step, e)
+                    answers["refused"] += 1
+                else:
+                    assert ok, step
+                    assert c.wait(seq)
+                    answers["accepted"] += 1
+            else:
+                h = rng.choice(handles)
+                size = 0x1000 * rng.randrange(1, 4)
+                vop = {"map": VaOp.MAP, "unmap": VaOp.UNMAP, "replace": VaOp.REPLACE, "clear": VaOp.CLEAR}[op]
+                flags = rng.choice([RWX, int(uapi.VmFlags.READABLE)])
+                c.io(Request.GEM_VA, GemVaArgs(h, vop, va, 0, size, flags if vop in (VaOp.MAP, VaOp.REPLACE) else 0))
+        except KmdError as e:
+            assert e.errno in (errno.EINVAL, errno.ENOENT), (step, op, e)
+    assert walked == [], walked
+    kept = vm.lookup_arrays()
+    vm.maps = list(vm.maps)
+    vm._arrays = None
+    fresh = vm.lookup_arrays()
+    assert len(fresh[0]) >= 5 and min(answers.values()) >= 5, (len(fresh[0]), answers)
+    for a, b in zip(kept, fresh):
+        assert np.array_equal(a, b)

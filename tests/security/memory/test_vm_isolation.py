@@ -406,3 +406,102 @@ def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault()
     fb = b.io(Request.INFO, InfoArgs(InfoQuery.VM_FAULT))
     assert (fa.addr, fa.vmid) == (0x2A00_0000, a.f.vm.vmid or fa.vmid) and fa.access == "WRITE", fa
     assert fb.addr == 0x2B00_0000 and fb.vmid not in (0, fa.vmid), fb
+
+
+def test_a_job_run_unchecked_finds_no_other_clients_copies_in_the_shadow_pool():
+    """The shadow pool is mapped executable in every VM (the CP fetches a job's checked
+    copies under its VMID), and a retired job's copies stayed in it. With the checker
+    switched off after bring-up (`params.cs_check = False`, as examples/gpu_error.py does)
+    a client's INDIRECT_BUFFER packet may call into the pool: it ran another client's
+    copy under its own VMID, and with a BO of its own mapped at the victim's addresses the
+    copy's WRITE_DATA put the victim's data there. A retired job's copies are now cleared
+    before their range goes back to the pool: the call finds zeros (a CP error)."""
+    kmd = kmd_model.bind(RefModel())
+    victim, spy = Client(), Client()
+    vbo = victim.bo(0x2000)
+    secret = [0x5EC12E70, 0x5EC12E71]
+    seq = victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x1000, secret)))
+    job = victim.f.contexts[victim.ctx].jobs[seq]
+    (copy, n), = job.ibs  # the ring's call of the checked copy, at its address in every VM
+    assert kmd.kernel_va <= copy < kmd.kernel_va + kmd.kernel_va_size
+    assert victim.wait(seq)
+    assert vbo.u32[0x400:0x402].tolist() == secret
+    kmd.params.cs_check = False
+    # the spy's bait: a BO of its own where the victim's WRITE_DATA writes
+    bait = spy.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000, 0, uapi.Domain.GTT, 0)).handle
+    spy.io(Request.GEM_VA, uapi.GemVaArgs(bait, VaOp.MAP, vbo.addr, 0, 0x2000, RWX))
+    view = spy.io(Request.GEM_MMAP, uapi.GemMmapArgs(bait)).view.view("<u4")
+    ib = spy.bo(0x1000)
+    seq = spy.submit(spy.ib(ib, pm4.indirect_buffer(copy, n)))
+    try:
+        spy.wait(seq)
+    except KmdError as e:  # (zeros: no type-3 header)
+        assert e.errno == errno.ECANCELED and e.info.code != "VM_FAULT", e
+    assert not np.isin(view, secret).any(), "the victim's data reached the spy's BO"
+    kmd.params.cs_check = True
+    assert victim.wait(victim.run(vbo, pm4.write_data(vbo.addr + 0x1800, [1])))  # the checker runs on
+
+
+def test_every_sdma_packet_at_every_foreign_target_faults():
+    """The SDMA ring has no checker with it on or off: the MMU is its one layer. Every SDMA
+    packet that names memory (COPY_LINEAR's source and its destination, WRITE_LINEAR,
+    CONSTANT_FILL, FENCE, POLL_REGMEM) aimed at every kind of memory outside the client's
+    mappings, the shadow pool at its address in every VM (executable only) among them,
+    stops with a VM fault at that address: nothing lands at any target, nothing comes home,
+    and an innocent client's SDMA job behind each completes. (check_hostile_reach_faults
+    is the CP's matrix; the SDMA's was sampled by tests/kmd_sched/test_kmd_hostile.py.)"""
+    from spec import sdma
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd = kmd_model.bind(RefModel())
+    dev = kmd.dev
+    victim, bad = Client(), Client()
+    vbo = victim.bo(0x4000)
+    vbo.u32[:] = 0x5AFE
+    abo = bad.bo(0x4000)
+    own = abo.addr + 0x2000
+    abo.u32[0x800:0xC00] = EVIL
+    targets = {
+        "another client's BO, by its address": vbo.addr + 0x100,
+        "another client's BO, by its physical address": victim.phys(vbo) + 0x100,
+        "the other client's page directory": victim.f.vm.root.gpu_addr,
+        "the kernel ring": kmd.ring.gpu_addr + 4 * ((kmd.ring.wptr + 256) & kmd.ring.mask),
+        "the SDMA ring": kmd.sdma_ring.gpu_addr,
+        "the write-back page": kmd.wb_addr(Wb.SCRATCH),
+        "the shadow pool, physical": kmd.shadow.bo.gpu_addr + 0x1000,
+        "the shadow pool, in every VM": kmd.kernel_va + 0x1000,
+        "the null page": 0x40,
+        "beyond the VM": 1 << vm_spec.va_bits(),
+    }
+    targets = {k: a & ~31 for k, a in targets.items()}
+    packets = {
+        "COPY_LINEAR from": lambda t: sdma.copy_linear(own, t, 64),
+        "COPY_LINEAR to": lambda t: sdma.copy_linear(t, own, 64),
+        "WRITE_LINEAR": lambda t: sdma.write_linear(t, [EVIL] * 4),
+        "CONSTANT_FILL": lambda t: sdma.constant_fill(t, EVIL, 64),
+        "FENCE": lambda t: sdma.fence(t, EVIL),
+        "POLL_REGMEM": lambda t: sdma.poll_regmem(t, 0, 0, "ALWAYS"),
+    }
+    mem32 = dev.mem.view("<u4")
+    windows = {k: slice(a >> 2, (a >> 2) + 16) for k, a in targets.items()
+               if a + 64 <= len(dev.mem) and not k.endswith("in every VM")}
+    n = 0
+    for name, t in targets.items():
+        for which, pkt in packets.items():
+            before = {k: mem32[w].copy() for k, w in windows.items()}
+            ctx = bad.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+            seq = bad.submit(sdma_ib(abo, pkt(t), 0x200), ctx=ctx)
+            inn = victim.submit(sdma_ib(vbo, sdma.write_linear(vbo.addr + 0x3000 + 4 * n, [n + 1]), 0x3800))
+            with pytest.raises(KmdError) as ei:
+                bad.wait(seq, 200_000, ctx)
+            assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT", (which, name, ei.value)
+            assert ei.value.info.addr == t, (which, name, ei.value.info)
+            landed = [k for k, w in windows.items() if ((mem32[w] == EVIL) & (before[k] != EVIL)).any()]
+            assert not landed, f"{which} at {name} reached {landed}"
+            assert (abo.u32[0x800:0x810] == EVIL).all(), f"{which} at {name} brought {abo.u32[0x800:0x810]} home"
+            assert victim.wait(inn), f"the innocent SDMA job behind {which} at {name}"
+            bad.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, ctx))
+            n += 1
+    assert (vbo.u32[:0xC00] == 0x5AFE).all()
+    assert vbo.u32[0xC00:0xC00 + n].tolist() == list(range(1, n + 1))
+    assert kmd.stats["sdma_errors"] == n and kmd.stats["resets"] == 0

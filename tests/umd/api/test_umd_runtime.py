@@ -152,7 +152,7 @@ def check_submit_refused(dev):
 
 
 def check_timestamp_and_fill(dev):
-    kmd = kmd_model.bind(dev)
+    kmd = kmd_model.bind(dev, cap_perfmon=True)  # (it reads the device's packet counters)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(8192, "vram")
     q = gpu.queue()

@@ -64,7 +64,7 @@ def check_split_and_raw(dev):
     in the same submission sees the new bytes (RAW_WAIT). (The RTL happens to finish this
     fill's writes before the copy's reads even without RAW_WAIT, and the model always does:
     check_raw_chain_under_write_latency is the check that needs the bit.)"""
-    gpu = _open(dev)
+    gpu = _open(dev, cap_perfmon=True)  # (it counts the device's DMA_DATA packets)
     q = gpu.queue(flush_threshold=64)
     q.dma_chunk = 0x300  # split small so the RTL run stays short; the device allows 1 MiB
     a = gpu.alloc(0x2000, "gtt")

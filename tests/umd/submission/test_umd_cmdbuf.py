@@ -109,7 +109,7 @@ def test_cmdbuf_sizes_at_their_limits():
 
 def check_chaining_on_device(dev):
     """A queue with small IBs: 200 commands chain through many IBs in one submission."""
-    kmd = kmd_model.bind(dev)
+    kmd = kmd_model.bind(dev, cap_perfmon=True)  # (it reads the device's packet counters)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(4096)
     q = gpu.queue(ib_size_dw=64, flush_threshold=1000)
