@@ -252,6 +252,17 @@ def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
     assert r.stderr.splitlines()[-1].startswith("gpucosim run: error: neither gpucosim nor the app knows --bogus (")
 
 
+@pytest.mark.parametrize("reads", ["print('args:', sys.argv)", "args = sys.argv.copy(); print('args:', args)",
+                                   "print('args:', sys.argv.pop())", "print('args:', sys.argv == ['x', '--n'])"])
+def test_an_app_that_reads_its_arguments_is_not_told_it_reads_none(tmp_path, reads):
+    """A script that printed its sys.argv, copied it, popped an argument off it or compared
+    it ran to its end and was then told "neither gpucosim nor the app knows --n (... reads no
+    arguments ...)", exit status 2: only iterating, len(), `in` and indexing were seen."""
+    (tmp_path / "args.py").write_text(f"import sys\n{reads}\n")
+    r = gpucosim("run", str(tmp_path / "args.py"), "--sim", "model", "--n")
+    assert r.returncode == 0 and "args:" in r.stdout and "neither gpucosim" not in r.stderr, r.stderr
+
+
 # ------------------------------------------------------------------------------ run / sim on the model
 
 def test_sim_runs_the_demo_on_the_model():
