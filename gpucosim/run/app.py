@@ -294,6 +294,9 @@ def load_main(target: str) -> Callable[[], Any]:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
         raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
                           f"await it; make it a plain def")
+    if inspect.isgeneratorfunction(fn):  # (its generator was the exit status: none of main's body ran)
+        raise AppNotFound(f"its {func}() is a generator function (it has a yield): gpucosim calls {func}(), which "
+                          f"runs none of its body; make it a plain def (return, not yield)")
     return fn
 
 # The project's own packages: an app's traceback on stderr leaves out their frames (the
