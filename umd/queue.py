@@ -134,6 +134,10 @@ def _fixed(name: str, keyword: str = ""):
 
 
 class Queue(_Dispatched):
+    """A command queue: `q = gpu.queue()` (a KMD context on a GPU ring, and its command
+    buffers). Its calls record commands; flush() submits them (so do finish(), an event's
+    wait() and close()), and only then does the GPU run them."""
+
     _kind = "Queue"
     _what = "a GPU context"
     # settings the app may change (checked), and what the queue is (read-only)

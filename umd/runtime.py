@@ -196,7 +196,8 @@ def record(kind: str, name: str, what: str) -> property:
     was taken, and the next ev.wait() waited for another submission."""
     def refuse(self, v) -> None:
         raise AttributeError(f"{kind}.{name} is the UMD's own record ({what}): read-only")
-    return property(operator.attrgetter("_" + name), refuse)
+    # (its doc: help(umd.Event) showed operator.attrgetter's own for each such attribute)
+    return property(operator.attrgetter("_" + name), refuse, doc=f"{what} (read-only: the UMD's own record)")
 
 
 # ---------------------------------------------------------------------------- dispatch

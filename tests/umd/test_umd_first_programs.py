@@ -393,6 +393,32 @@ def test_every_entry_point_says_what_it_does():
             assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
 
 
+def test_help_of_a_queue_and_a_device_lists_their_calls():
+    """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
+    write(), signal() or flush() (the calls are the API version's dispatch entries, not the
+    class's methods): only seq_done and seq_of, and Queue had no docstring at all. help(umd.Event)
+    showed operator.attrgetter's own docstring under each of its recorded attributes."""
+    import pydoc
+
+    def text(obj):
+        return " ".join(pydoc.render_doc(obj, renderer=pydoc.plaintext).split())
+
+    q_help, dev_help, ev_help = text(umd.Queue), text(umd.Device), text(umd.Event)
+    for call in ("write(buf, offset, data): Record WRITE_DATA packets", "signal(): An event the GPU signals",
+                 "flush(): Submit what was recorded (one CS ioctl)", "finish(timeout=2000000): Flush, then wait",
+                 "copy(dst, dst_offset, src, src_offset, size): Device → device: copy `size` bytes (any alignment) "
+                 "(API v2 on)", "wait_mem(buf, offset, ref, *, mask=4294967295, compare='==', poll_interval=16): "
+                 "GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref (WAIT_REG_MEM; "
+                 "unsigned compare: always, <, <=, ==, !=, >=, >)", "A command queue: `q = gpu.queue()`"):
+        assert call in q_help, call
+    for call in ("alloc(size, domain='gtt', *, alignment=0, zero=True): A buffer of `size` bytes", "queue(*, ",
+                 "close(): Close every queue"):
+        assert call in dev_help, call
+    assert "_owner" not in dev_help
+    assert "attrgetter" not in ev_help and "attrgetter" not in text(umd.Buffer)
+    assert "seq | the seqno of the submission carrying it, once its queue flushed it (read-only" in ev_help
+
+
 @pytest.mark.parametrize("ending, says", [
     ("", "umd: the program ended with 2 commands of <umd.Queue ctx 1 api v3> recorded and never submitted: the GPU "
          "never ran them (flush(), finish() or close() submits; the first Queue.write() #1)"),
