@@ -62,7 +62,9 @@ def test_run_errors(capsys, tmp_path):
         "gpucosim run: error: --kmd: KMD parameter job_timeout must be an int in [1, 4611686018427387904], not 0")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", "ioctl=loud") == (
         "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
-    for spec in ("ioctl", "ioctl:info"):  # (a module where a level goes was "unknown log level 'ioctl'")
+    # (a module where a level goes was "unknown log level 'ioctl'"; `all`, which the modules' list
+    # offers as a module, too)
+    for spec in ("ioctl", "ioctl:info", "all"):
         assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", spec) == (
             f"gpucosim run: error: --log: {spec!r}: give a module its level as MODULE=LEVEL (ioctl=info), "
             "or one level for all (debug, info, warning, error)")
