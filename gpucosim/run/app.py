@@ -229,6 +229,11 @@ def no_app_file(target: str) -> str:
     """Why the APP.py `target`, which is no file, cannot run (one line): not there, or a folder."""
     if _is_dir(target):
         return f"{target} is a folder, not an app: give the .py file to run"
+    # `examples.hello.py`: a module's name with the file's .py (as `python -m x.py` is refused)
+    name = target[:-3] if target.endswith(".py") else ""
+    if "." in name and "/" not in name and os.sep not in name and _is_file(name.replace(".", "/") + ".py"):
+        return (f"no app at {target}: a module is named without .py ({name}), a file with its folders "
+                f"({name.replace('.', '/')}.py)")
     return f"no app at {target}"
 
 

@@ -19,6 +19,10 @@ from .cli_helpers import ROOT, gpucosim, usage_error
 def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
     assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    # a module's name with the file's .py: said which two ways there are (it was "no app at" alone)
+    assert usage_error(capsys, "run", "examples.hello.py", "--sim", "model") == (
+        "gpucosim run: error: no app at examples.hello.py: a module is named without .py (examples.hello), a file "
+        "with its folders (examples/hello.py)")
     # a folder where the app was meant: said so (it was "no app at", or "no module named")
     (tmp_path / "apps.py").mkdir()
     assert usage_error(capsys, "run", str(tmp_path / "apps.py"), "--sim", "model") == (
