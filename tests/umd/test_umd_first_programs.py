@@ -393,6 +393,36 @@ def test_every_entry_point_says_what_it_does():
             assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
 
 
+@pytest.mark.parametrize("closing", ["queue", "device"])
+def test_a_close_that_gives_up_on_a_running_job_says_so(closing):
+    """A queue whose job still ran when its close() had waited DEFAULT_TIMEOUT cycles (here a
+    wait_mem on a flag the app sets later; the job timer raised for a slow job) was closed
+    without a word, as if its work were done: the app's last write had not run, and its
+    event's wait() said the work "failed or was cancelled" while it still ran. close() (and
+    Device.close(), after closing everything) raises GpuTimeout naming the running job."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    gpu = umd.open()
+    flag, out = gpu.alloc(64), gpu.alloc(64)
+    q = gpu.queue()
+    q.wait_mem(flag, 0, 1)
+    q.write(out, 0, 0x55)
+    ev = q.signal()
+    q.flush()
+    with pytest.raises(umd.GpuTimeout) as ei:
+        q.close() if closing == "queue" else gpu.close()
+    assert str(ei.value) == (
+        "close: queue (context 1) not idle after 2000000 cycles: closed all the same, its last job (seqno 0x1) still "
+        "running: finish(timeout) before close() waits longer; its events' signalled() turns True if it ends")
+    assert q.closed and not ev.signalled()
+    if closing == "queue":
+        _raises(ValueError, "wait: the queue of this event was closed while the job carrying it still ran (close() "
+                "gave up on it after DEFAULT_TIMEOUT cycles): its signalled() turns True if it ends", ev.wait)
+        flag.u32[0] = 1
+        assert kmd_model.bound().wait_for(ev.signalled, 1_000_000) and int(out.u32[0]) == 0x55
+        gpu.close()  # (nothing left running: no error)
+    assert gpu.closed
+
+
 def test_help_of_a_queue_and_a_device_lists_their_calls():
     """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
     write(), signal() or flush() (the calls are the API version's dispatch entries, not the

@@ -492,7 +492,9 @@ def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
     q.flush()
     data.free()
     page = q.qbo.gpu_addr
-    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    with pytest.raises(umd.GpuTimeout, match=r"^close: queue \(context 1\) not idle after 2000000 cycles: "
+                       r"closed all the same, its last job \(seqno 0x1\) still running"):
+        q.close()  # gives up after DEFAULT_TIMEOUT cycles (it said nothing): the job still runs
     assert q.closed
     fresh = [gpu.alloc(256) for _ in range(64)] + [gpu.alloc(4096) for _ in range(8)]
     spans = [(b.gpu_addr, b.gpu_addr + b.size) for b in fresh]
@@ -597,7 +599,9 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     q.wait_mem(flag, 0, 1)  # the job holds here until the app lets it go
     q.write(data, 0, [0xDEAD] * 64)
     q.flush()
-    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    with pytest.raises(umd.GpuTimeout, match=r"^close: queue \(context 1\) not idle after 2000000 cycles: "
+                       r"closed all the same, its last job \(seqno 0x1\) still running"):
+        q.close()  # gives up after DEFAULT_TIMEOUT cycles (it said nothing): the job still runs
     assert q.closed and q.abandoned
     data.free()  # after the close
     fresh = [gpu.alloc(256) for _ in range(64)]
