@@ -616,6 +616,27 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     gpu.close()
 
 
+def test_a_small_buffer_fits_where_a_new_slab_does_not():
+    """With less free GTT than a new slab takes (here 64 KiB free, a 4 KiB entry's slab is
+    128 KiB), alloc(4096) was OutOfMemory "alloc: no device memory for 0x20000 bytes": a size
+    the app never asked for, with the memory it did ask for free. The request gets a BO of its
+    own then; when not even that fits, the error names the app's size."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    hold = []
+    while (free := gpu.memory().gtt.largest_free) >= (128 << 10):
+        hold.append(gpu.alloc(max(free - (64 << 10), 32 << 10)))
+    assert gpu.memory().gtt.largest_free == 64 << 10
+    small = [gpu.alloc(4096), gpu.alloc(16384), gpu.alloc(8192)]  # (no slab of theirs fits)
+    assert all(b.slab is None for b in small) and all(int(b.u32[0]) == 0 for b in small)
+    with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0x3000 bytes \(ENOMEM: "):
+        for _ in range(64):  # (till GTT has no 12 KiB left: its slab would be 256 KiB, named as that)
+            small.append(gpu.alloc(12288))
+    for b in small:
+        b.free()
+    gpu.close()
+
+
 def test_a_slab_is_64_kib_or_32_entries_up_to_256_kib():
     """Slab sizes by entry size (docs/architecture.md): 64 KiB while that holds 32 entries, then
     32 entries (4 and 8 KiB entries: 128 and 256 KiB), never over 256 KiB (16 KiB entries:
