@@ -180,6 +180,22 @@ class _Handle:
     def __reduce_ex__(self, protocol):
         raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An app's misspelt setting (`q.flush_treshold = 1`, `q.max_in_flight = 4`) was a new
+        attribute nobody reads: the queue went on with its own, silently. A new attribute the
+        app sets whose name is that close to one the object has is refused, naming it; any
+        other (an app's own note on a buffer: `buf.name = "weights"`) is taken as ever."""
+        if name.startswith("_") or name in self.__dict__ or hasattr(type(self), name) \
+                or sys._getframe(1).f_globals.get("__name__", "").partition(".")[0] == "umd":
+            object.__setattr__(self, name, value)
+            return
+        known = [n for n in dir(self) if not n.startswith("_")]
+        close = [] if name in known else difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close:  # (an entry point, `q.write = ...`, is replaced as before)
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: did you mean {close[0]}? (set as "
+                                 f"{name!r}, nothing would read it)")
+        object.__setattr__(self, name, value)
+
 
 def fixed(kind: str, name: str, how: str = "") -> property:
     """An attribute set when the object is made and read-only after (kept as `_<name>`):

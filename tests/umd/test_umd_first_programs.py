@@ -423,6 +423,27 @@ def test_a_close_that_gives_up_on_a_running_job_says_so(closing):
     assert gpu.closed
 
 
+def test_a_misspelt_setting_is_refused_not_ignored():
+    """`q.flush_treshold = 1` (or max_in_flight, a Buffer's gpuaddr) made a new attribute nobody
+    reads: the queue went on flushing at its own threshold, and the app never knew. A new name
+    that close to one the object has is an AttributeError naming it; an app's own notes on its
+    objects (`buf.name = ...`) and a replaced entry point are taken as before."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    _raises(AttributeError, "Queue has no attribute 'flush_treshold': did you mean flush_threshold? (set as "
+            "'flush_treshold', nothing would read it)", setattr, q, "flush_treshold", 1)
+    _raises(AttributeError, "Queue has no attribute 'max_in_flight': did you mean max_inflight? (set as "
+            "'max_in_flight', nothing would read it)", setattr, q, "max_in_flight", 4)
+    _raises(AttributeError, "Device has no attribute 'api_versoin': did you mean api_version? (set as "
+            "'api_versoin', nothing would read it)", setattr, gpu, "api_versoin", 1)
+    assert q.flush_threshold == 64 and q.max_inflight == 32
+    buf.name, gpu.note = "weights", 1
+    q.flush_threshold = 1  # (the setting itself, as ever)
+    q.write(buf, 0, 5)  # (flushed at once: the threshold is 1)
+    assert q.last_seq is not None
+    gpu.close()
+
+
 def test_help_of_a_queue_and_a_device_lists_their_calls():
     """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
     write(), signal() or flush() (the calls are the API version's dispatch entries, not the
