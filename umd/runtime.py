@@ -386,11 +386,13 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
                  zero: bool = True, _owner: Any = None) -> "Buffer":
     """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
     zero-filled unless zero=False. `alignment` aligns `gpu_addr`: 0 (the default: a page,
-    4 KiB) or a power of two up to the largest the device's VA range holds an address at
-    (`gpu.memory().va` is the range; 512 MiB with the KMD's default VM); any other value is a one-line
-    ValueError (TypeError when it is not an int) naming that bound. Small buffers are carved
-    from slabs and freed ones are reused (umd/winsys/pool.py) unless the device was opened
-    with pools=False."""
+    4 KiB, for a buffer of its own; a small one, 16 KiB or less, carved from a slab, is
+    aligned to its size rounded up to a power of two, at least 256 bytes: alloc(64) is at a
+    multiple of 256, not of a page) or a power of two up to the largest the device's VA range
+    holds an address at (`gpu.memory().va` is the range; 512 MiB with the KMD's default VM);
+    any other value is a one-line ValueError (TypeError when it is not an int) naming that
+    bound. Small buffers are carved from slabs and freed ones are reused (umd/winsys/pool.py)
+    unless the device was opened with pools=False (then every buffer is a page-aligned BO)."""
     size = _index("alloc", "size", size)
     if size <= 0:
         raise ValueError(f"alloc: size must be > 0, not {size}")

@@ -444,6 +444,25 @@ def test_a_misspelt_setting_is_refused_not_ignored():
     gpu.close()
 
 
+@pytest.mark.parametrize("pools", [True, False])
+def test_the_default_alignment_is_what_alloc_says(pools):
+    """alloc's docstring said the default alignment, 0, is "a page, 4 KiB": a small buffer,
+    carved from a slab, is at a multiple of its entry's size (256 bytes for alloc(64)). The
+    docstring says which, and each buffer is where it says (pools=False: every one a page)."""
+    import inspect
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(pools=pools)
+    doc = " ".join(inspect.getdoc(gpu.alloc).split())
+    assert "a small one, 16 KiB or less, carved from a slab, is aligned to its size rounded up to a power of two, " \
+           "at least 256 bytes" in doc
+    for n in (1, 64, 300, 4096, 5000, 16384, 16385, 70000):
+        b = gpu.alloc(n)
+        want = max(256, 1 << (n - 1).bit_length()) if pools and n <= 16384 else 4096
+        assert b.gpu_addr % want == 0 and (b.slab is not None) == (pools and n <= 16384), (n, hex(b.gpu_addr))
+    gpu.close()
+
+
 def test_help_of_a_queue_and_a_device_lists_their_calls():
     """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
     write(), signal() or flush() (the calls are the API version's dispatch entries, not the
