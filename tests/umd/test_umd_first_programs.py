@@ -463,6 +463,18 @@ def test_the_default_alignment_is_what_alloc_says(pools):
     gpu.close()
 
 
+def test_the_umd_docstrings_example_runs():
+    """help(umd)'s first lines are the example a newcomer copies: it waited on `flag`, a name
+    it never made (NameError; made as a buffer of its own, nothing wrote it: the job timer's
+    GpuError). It runs as written now, after binding a device."""
+    kmd_model.bind(RefModel())
+    lines = umd.__doc__.split("\n\n")[1].splitlines()
+    code = "\n".join(line[4:].split("  #")[0] for line in lines)
+    space: dict = {}
+    exec(code, space)
+    assert space["ev"].signalled() and space["buf"].freed and space["dev"].closed
+
+
 def test_help_of_a_queue_and_a_device_lists_their_calls():
     """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
     write(), signal() or flush() (the calls are the API version's dispatch entries, not the
