@@ -14,7 +14,8 @@
 Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
 recording, flush), device_queue (Device.queue by API version), events (Event, Timestamp, waits), transfer (copies and fills), submit
 (the asynchronous submission thread), failed_jobs and faults (a failed job's error, once,
-naming its call), kmd_errors (what a KMD error means for a queue), errors; below them winsys/ (the ioctls, the VA
+naming its call), kmd_errors (what a KMD error means for a queue), errors, args (the argument
+checks every call shares) and calls (argument mistakes said for the app); below them winsys/ (the ioctls, the VA
 allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
 ioctls (kmd_model.open_render_node()).
 """
@@ -23,7 +24,8 @@ from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
 from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError  # noqa: F401
 from .events import Event, Timestamp  # noqa: F401
 from .queue import Queue  # noqa: F401
-from .runtime import DEFAULT_TIMEOUT, Buffer, Device  # noqa: F401
+from .args import DEFAULT_TIMEOUT  # noqa: F401
+from .runtime import Buffer, Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
            "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]

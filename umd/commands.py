@@ -14,7 +14,8 @@ from kmd_model.ioctl.copyin import shown
 from spec import packets, pm4, sdma
 
 from .queue import Queue, queue_flush
-from .runtime import M32, Buffer, _dwords, _index, _own_buffer
+from .args import M32, _dwords, _index
+from .runtime import Buffer, _own_buffer
 
 _POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}

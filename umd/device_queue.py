@@ -13,7 +13,8 @@ import numpy as np
 from kmd_model.ioctl.copyin import shown
 
 from .queue import ENGINES, MAX_INFLIGHT, PRIORITIES, Queue
-from .runtime import Device, accepted_keywords, unexpected_keyword
+from .calls import accepted_keywords, unexpected_keyword
+from .runtime import Device
 from .submit import Submitter
 
 

@@ -15,7 +15,9 @@ from spec import pm4, sdma
 from . import failed_jobs, kmd_errors, submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
 from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
-from .runtime import _UNSET, DEFAULT_TIMEOUT, M32, _Handle, _timeout, _timeout_alias, api_call, fixed, named_args, record
+from .args import _UNSET, DEFAULT_TIMEOUT, M32, _timeout, _timeout_alias
+from .calls import named_args
+from .runtime import _Handle, api_call, fixed, record
 from .submit import PendingCs
 from .winsys.ioctl import DRIVER_CLOSED
 

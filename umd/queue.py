@@ -26,9 +26,9 @@ from kmd_model.uapi import CsChunkFence, CtxPriority, HwIp, KmdError
 from spec import packets, pm4, sdma
 
 from . import failed_jobs, kmd_errors, submit
+from .args import DEFAULT_TIMEOUT, M32, _index, _timeout
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
-from .runtime import (DEFAULT_TIMEOUT, M32, Buffer, Device, _close_after, _Dispatched, _index, _raise_first, _timeout,
-                      device_alloc, fixed)
+from .runtime import Buffer, Device, _close_after, _Dispatched, _raise_first, device_alloc, fixed
 from .signals import deferred_stops
 from .submit import PendingCs
 from .winsys.cmdbuf import CmdBuf, Label

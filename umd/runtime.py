@@ -16,10 +16,8 @@ import atexit
 import difflib
 import errno
 import functools
-import inspect
 import operator
 import os
-import re
 import sys
 import threading
 import types
@@ -33,6 +31,8 @@ from kmd_model.ioctl.copyin import shown  # (an app's value in a one-line messag
 from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery, KmdError, MappingRevoked
 
+from .args import _flag, _index
+from .calls import _keyword_mistake, named_args
 from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
@@ -45,9 +45,7 @@ if TYPE_CHECKING:
     from .queue import Queue
     from .submit import Submitter
 
-M32 = 0xFFFF_FFFF
 KMD_MAJOR = 2  # the KMD API this UMD speaks (GPU virtual addresses, GEM_VA)
-DEFAULT_TIMEOUT = 2_000_000  # simulated cycles
 DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
 
 
@@ -74,88 +72,6 @@ def api_call(name: str) -> Callable:
             raise better  # (outside the handler: not "During handling of the above exception")
         return call
     return deco
-
-
-def named_args(name: str) -> Callable:
-    """The callable under the name `name`, its argument mistakes said as _keyword_mistake says
-    them: ev.signalled(1) was Python's 'takes 1 positional argument but 2 were given' (which
-    counts the event). A method that is not an API entry point takes it as it is (not seen by
-    `api_hook`: an Event.signalled() loop is not a span a look); the entry points' wrappers
-    (_unless_lost, _named_args) build on it."""
-    def deco(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except TypeError as e:
-                if (better := _keyword_mistake(name, fn, args, kwargs, e)) is None:
-                    raise
-            raise better
-        return call
-    return deco
-
-
-def accepted_keywords(fn: Callable) -> list[str]:
-    """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
-    return [p.name for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self" and not p.name.startswith("_")]
-
-
-def unexpected_keyword(call: str, name: str, accepted: list[str]) -> TypeError:
-    """`call(name=...)` names no argument of the call: Python's words, then what the call
-    takes and the name probably meant (`umd.open(pool=False)`: pools)."""
-    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.65)  # (not out= for timeout=)
-    return TypeError(f"{call}() got an unexpected keyword argument {name!r}"
-                     f"{f': did you mean {close[0]}=?' if close else ''} "
-                     f"({call}() takes {', '.join(accepted) if accepted else 'no arguments'})")
-
-
-def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: TypeError) -> TypeError | None:
-    """Python's argument errors for a call of entry point `call` (the app's own mistake, not a
-    TypeError from inside the call), said for the app: "f() got an unexpected keyword
-    argument 'x'" as unexpected_keyword says it; "f() takes 4 positional arguments but 5 were
-    given" with the counts the app sees (Python counts the object the method is called on:
-    gpu.queue("copy") "takes 1 positional argument but 2 were given") and the call's
-    arguments. None for any other TypeError. Python's alone said neither what the call takes
-    nor, for umd.open, which open."""
-    m = re.search(r"\(\) got an unexpected keyword argument '(\w+)'$", str(e))
-    if (m is None or m[1] not in kwargs) and "positional argument" not in str(e):
-        return None
-    try:
-        sig = inspect.signature(fn)
-        sig.bind(*args, **kwargs)
-    except TypeError:
-        if m is not None and m[1] in kwargs:
-            return unexpected_keyword(call, m[1], accepted_keywords(fn))
-        return _too_many_positional(call, sig, args)
-    except ValueError:  # (no signature)
-        return None
-    return None  # the arguments fit the call: the TypeError came from inside it
-
-
-def _too_many_positional(call: str, sig: inspect.Signature, args: tuple) -> TypeError | None:
-    """More positional arguments than `call` takes, counted as the app wrote them (not the
-    object the method is called on), with the call's arguments; None for another mistake
-    (a missing argument: Python's words name it already)."""
-    params = list(sig.parameters.values())
-    given = len(args)
-    if params and params[0].name == "self":  # (an api_call function: the object is args[0])
-        params, given = params[1:], given - 1
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return None
-    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if given <= len(pos):
-        return None
-    least = sum(p.default is p.empty for p in pos)
-    if not pos:
-        takes = "no positional arguments"
-    elif least == len(pos):
-        takes = f"{len(pos)} positional argument{'s' * (len(pos) != 1)}"
-    else:
-        takes = f"from {least} to {len(pos)} positional arguments"
-    shown_params = [p.replace(annotation=p.empty) for p in params if not p.name.startswith("_")]
-    return TypeError(f"{call}() takes {takes} but {given} {'was' if given == 1 else 'were'} given: "
-                     f"{call}{str(inspect.Signature(shown_params))}")
 
 
 def _hooked(name: str, bound: Callable) -> Callable:
@@ -349,12 +265,26 @@ def _unsubmitted_at_exit() -> None:
     or close() after its last write) loses them: the GPU never ran them, and nothing said so
     (`gpucosim run`'s exit report does: its LEAK line; it unbinds the driver before this
     runs, so a Device of its run is lost here and skipped). One line per such queue on
-    stderr, as the interpreter ends."""
+    stderr, as the interpreter ends. An async queue's flushes still queued on the submission
+    thread are submitted first (as gpucosim run does: the app's flush() returned, as a
+    synchronous flush's submission would have), else the thread, a daemon, died with them;
+    a refusal of one, which the app's next call would have raised, is one line too."""
+    from . import submit as umd_submit
+
+    try:
+        umd_submit.drain_all()
+    except Exception:  # (at the interpreter's end: a report, never a traceback of its own)
+        pass
     for dev in list(_open_devices):
         try:
             if dev.closed or dev.ws.lost():
                 continue
             for q in dev.queues:
+                if q.async_submit and not q.closed:
+                    umd_submit.collect(q)
+                    for _, err in q.async_errors:
+                        print(f"umd: the program ended with a flush of {q!r} refused on the submission thread, "
+                              f"never raised to it: {err}", file=sys.stderr, flush=True)
                 cb = q.cmdbuf
                 if q.closed or not cb.commands:
                     continue
@@ -660,35 +590,7 @@ class Buffer(_Handle):
         return f"<umd.Buffer {self.domain.name} {self.gpu_addr:#x}+{self.size:#x}>"
 
 
-# ---------------------------------------------------------------------------- argument helpers
-
-def _index(call: str, name: str | None, v: Any) -> int:
-    """An integer argument as a plain int, read once: callers use what this returns, never `v`
-    again (an app's __index__ may answer differently the next time, or raise). operator.index
-    answers an exact int (Python 3.10 on), for an int subclass too: none of its methods runs later.
-    name None: `call` names the value itself (a setting: "Queue.max_inflight must be an int")."""
-    who = call if name is None else f"{call}: {name}"
-    if isinstance(v, bool):
-        raise TypeError(f"{who} must be an int, not {shown(v)}")
-    try:
-        n = operator.index(v)
-    except TypeError:
-        raise TypeError(f"{who} must be an int, not {shown(v)}") from None
-    except Exception as e:  # the app's own __index__ raised: still this call's one-line error
-        raise TypeError(f"{who} must be an int, not a {type(v).__name__} whose __index__ raised "
-                        f"{type(e).__name__}") from None
-    if n.bit_length() > 128:  # no argument is this wide: refused before a message prints 4,000 digits
-        raise ValueError(f"{who} must fit in 64 bits, not {shown(n)}")
-    return n
-
-
-def _flag(call: str, name: str, v: Any) -> bool:
-    """A True/False argument: a bool, or numpy's (what `arr.any()` returns, as numpy's
-    integers are integers to _index); not 1, "yes" or None."""
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    raise TypeError(f"{call}: {name} must be True or False, not {shown(v)}")
-
+# ---------------------------------------------------------------------------- a buffer argument
 
 def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
@@ -701,94 +603,3 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
         raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
                          "in that device's own address space)")
     return buf
-
-
-FOREVER = (1 << 64) - 1  # the KMD's "no bound" (amdgpu's AMDGPU_TIMEOUT_INFINITE): a wait's timeout=None
-
-
-def _timeout(call: str, v: Any, name: str | None = "timeout") -> int:
-    """A wait's bound in GPU cycles (None: none, FOREVER; the KMD's job timer still ends a
-    job that stops making progress), checked here whatever the wait would find (an event
-    already signalled too), so a bad value is the caller's error, not the kernel's EINVAL.
-    Every waiting call names it `timeout` (docs/architecture.md, "The UMD's API rules"). name None: `call` is a setting (Queue.timeout)."""
-    who = call if name is None else f"{call}: {name}"
-    if v is None:
-        return FOREVER
-    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-        raise TypeError(f"{who} must be an int (GPU cycles) or None, not {shown(v)}")
-    v = _index(call, name, v)
-    if not 0 <= v < 1 << 64:
-        raise ValueError(f"{who} must be in [0, 2**64) or None, not {v}")
-    return v
-
-
-class _Unset:
-    def __repr__(self) -> str:  # (what help() shows for the keyword's default)
-        return "<not given>"
-
-
-_UNSET: Any = _Unset()  # an optional keyword the caller did not pass
-
-
-def _timeout_alias(call: str, timeout: Any, old: Any, old_name: str) -> Any:
-    """`timeout`, or the keyword an earlier release called it (`old_name`), kept as an alias
-    so apps written for it run unchanged; both at once (timeout not its default) is the
-    caller's mistake."""
-    if old is _UNSET:
-        return timeout
-    if timeout is None or timeout != DEFAULT_TIMEOUT:
-        raise TypeError(f"{call}: timeout and {old_name} (its old name) both given: pass timeout only")
-    return old
-
-
-_BYTE_FORMATS = ("B", "c")  # a buffer of these holds bytes (bytes, bytearray, memoryview(...))
-
-
-def _dwords(call: str, data: Any, name: str = "data", empty: bool = False, most: int | None = None,
-            too_many: Callable[[int], None] | None = None) -> list[int]:
-    """`data` (argument `name` of `call`) as dwords: an int, a list, tuple or range of them,
-    an integer array (an element a dword; any buffer of typed items, array.array('I') or a
-    ctypes array, is one), or bytes-like (its bytes, little-endian dwords). `empty`: none at
-    all is allowed (a transfer of nothing: write's data), else refused (emit_raw's packets).
-    More than `most` dwords is `too_many(count)`'s error, raised before any is converted or
-    checked (a write of 10**8 dwords to a 64-byte buffer took a minute and gigabytes to say
-    it did not fit)."""
-    if not isinstance(data, (np.ndarray, list, tuple, range)) and not hasattr(type(data), "__index__"):
-        try:
-            view = memoryview(data)
-        except TypeError:
-            raise TypeError(f"{call}: {name} must be an int, a list of ints, an integer array or bytes-like, "
-                            f"not {shown(data)}") from None
-        if view.format in _BYTE_FORMATS:
-            b = view.tobytes()  # (a strided view too: its bytes in order)
-            if len(b) % 4 or not (b or empty):
-                what = "a multiple of 4 bytes" if empty else "a non-empty multiple of 4 bytes"
-                raise ValueError(f"{call}: bytes {name} must be {what}, not {len(b)}")
-            if most is not None and too_many is not None and len(b) // 4 > most:
-                too_many(len(b) // 4)
-            return np.frombuffer(b, "<u4").tolist()
-        data = np.asarray(view)  # typed items: the array rules below
-    if isinstance(data, np.ndarray):
-        if data.dtype.kind not in "ui":
-            raise TypeError(f"{call}: {name} must be an integer array, not {data.dtype}")
-        if data.dtype.itemsize == 1:
-            # bytes to the app (what download() and Buffer.map() return), but an array's elements
-            # are dwords here: each byte would become a dword of its own, and 4x the length
-            raise TypeError(f"{call}: {name} is a {data.dtype} array, whose elements would each be a dword: "
-                            f"pass {name}.tobytes() for its bytes, or {name}.astype(np.uint32) for a dword each")
-        if most is not None and too_many is not None and data.size > most:
-            too_many(data.size)
-        words = data.ravel().tolist()
-    elif isinstance(data, (list, tuple, range)):
-        if most is not None and too_many is not None and len(data) > most:
-            too_many(len(data))
-        words = list(data)
-    else:
-        words = [_index(call, name, data)]
-    if not words and not empty:
-        raise ValueError(f"{call}: {name} is empty")
-    for i, w in enumerate(words):
-        words[i] = w = _index(call, f"{name}[{i}]", w)
-        if not 0 <= w <= M32:
-            raise ValueError(f"{call}: {name}[{i}] must fit in 32 bits, not {w:#x}")
-    return words

@@ -65,7 +65,9 @@ def drain_all() -> int:
     on the RTL nobody else would run the thread's ioctls."""
     n = 0
     for s in list(_live):
-        if not s.closed and s.owner == threading.get_ident():
+        # (a stopped one too: stop() lets its thread end once its queue is empty, and at the
+        # interpreter's end weakref.finalize stops every unclosed device's first)
+        if s.jobs and s.owner == threading.get_ident():
             n += len(s.jobs)
             s.drain()
     return n

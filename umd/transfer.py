@@ -33,7 +33,8 @@ import numpy as np
 from spec import pm4, sdma
 
 from .queue import Queue, _finish
-from .runtime import DEFAULT_TIMEOUT, M32, Buffer, _index, _own_buffer, _timeout
+from .args import DEFAULT_TIMEOUT, M32, _index, _timeout
+from .runtime import Buffer, _own_buffer
 
 
 def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any,

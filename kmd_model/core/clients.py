@@ -177,16 +177,17 @@ class ClientsMixin:
         return self.kernel_va + addr - self.shadow.bo.gpu_addr
 
     def job_translate(self, job: Job):
-        """va, nbytes -> where a job's address is in memory (its VM's mappings, or the
-        shadow pool's kernel range), None when it is nowhere: for the KMD's own reads of
-        what a job runs (timeout diagnosis, crash reports)."""
+        """va, nbytes -> where a job's data address is in memory (its VM's mappings), None
+        when it is nowhere: for the KMD's own reads of what a job's packets read (the timeout
+        diagnosis's polls). Not the shadow pool's kernel range: it is mapped executable only,
+        the checked copies the CP fetches (job_read reads them), which no packet reads as data
+        (the checker refuses a poll there, and an SDMA job's faults). Taken for the job's
+        memory, it gave a client any dword of the pool, other clients' IB copies (their
+        WRITE_DATAs' data): an SDMA job polling one there behind a poll that held once its
+        engine slept out its interval timed out "stuck in POLL_REGMEM ... = <the dword>"
+        (tests/kmd_sched/test_kmd_timeouts.py)."""
         vm = job.vm
-
-        def translate(va: int, n: int) -> int | None:
-            if self.kernel_va_size and self.kernel_va <= va and va + n <= self.kernel_va + self.shadow.size:
-                return self.shadow.bo.gpu_addr + va - self.kernel_va
-            return vm.translate(va, n)  # (every job has its file's VM: CS makes the only jobs)
-        return translate
+        return vm.translate  # (every job has its file's VM: CS makes the only jobs)
 
     def job_translate_many(self, job: Job):
         """job_translate for an array of addresses (int64), each of one dword: where each is in
@@ -201,22 +202,23 @@ class ClientsMixin:
                 j = np.maximum(i, 0)
                 inside = (i >= 0) & (va + 4 <= ends[j])
                 pa[inside] = (va + delta[j])[inside]
-            if self.kernel_va_size:  # (first, as job_translate looks)
-                k = (va >= self.kernel_va) & (va + 4 <= self.kernel_va + self.shadow.size)
-                pa[k] = self.shadow.bo.gpu_addr + va[k] - self.kernel_va
             return pa
         return translate_many
 
     def job_read(self, job: Job):
-        """va, ndwords -> the dwords a job sees there (a copy), None where it has nothing
-        mapped: an IB may run across adjacent mappings of its VM, each read where its own
+        """va, ndwords -> the dwords of a job's IB there (a copy), None where it has nothing
+        mapped: from the shadow pool's kernel range (a checked job's copies), or its VM's
+        mappings: an IB may run across adjacent mappings of its VM, each read where its own
         memory is (never the memory after the first one, which may be anyone's)."""
         vm = job.vm
-        translate = self.job_translate(job)
         mem32 = self.mem32
+        kernel_va, kernel_end = self.kernel_va, self.kernel_va + (self.shadow.size if self.kernel_va_size else 0)
 
         def read(va: int, n: int) -> np.ndarray | None:
-            pa = translate(va, 4 * n)
+            if kernel_va <= va and va + 4 * n <= kernel_end:
+                pa = self.shadow.bo.gpu_addr + va - kernel_va
+            else:
+                pa = vm.translate(va, 4 * n)
             if pa is not None:
                 runs = [(pa, 4 * n)]
             elif vm is not None and va >= 0:
@@ -307,7 +309,7 @@ class ClientsMixin:
         writes. A job holds the BOs mapped at its CS; one mapped after it, or closed while
         an earlier job held it, was freed once unmapped while a job of the VM (an SDMA job,
         which no checker reads) could have a fill under way into it, and its pages went to
-        the next GEM_CREATE, another client's (tests/security/test_security_mappings.py
+        the next GEM_CREATE, another client's (tests/security/memory/test_security_mappings.py
         test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends). Jobs only
         queued start after the invalidation: they hold nothing of it."""
         jobs = [j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished]

@@ -54,7 +54,7 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     # handle is looked up, the handle (ENOENT) before the operation's own checks (alignment, a
     # size of 0, the BO's end: amdgpu_vm_bo_map's EINVAL). A MAP with an unknown handle and a
     # map_size of 0 was EINVAL, with a range outside the VM ENOENT: amdgpu answers those
-    # ENOENT and EINVAL (tests/security/test_security_mm_state.py)
+    # ENOENT and EINVAL (tests/security/memory/test_security_mm_state.py)
     size = _int(who, "map_size", a.map_size, 0)
     if va < vm.va_start or va + size > vm.va_end:
         raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "

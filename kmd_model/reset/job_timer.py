@@ -66,15 +66,15 @@ class JobTimerMixin:
         elif shared == before[1]:
             moved = False
         elif sched is self.sdma_sched:
-            # the CP's DMA bytes: the CP's packet in hand moving, which an SDMA TRAP waits
-            # behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a polling or stopped
-            # engine waits for no one (tests/kmd_sched/test_kmd_queues.py
-            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, on the RTL)
+            # the CP's fetched dwords and DMA bytes: the CP's packet in hand moving, which an
+            # SDMA TRAP waits behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a
+            # polling or stopped engine waits for no one (tests/kmd_sched/test_kmd_queues_not_stuck.py
+            # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, and
+            # test_kmd_reset.py's ..._long_nop_is_not_taken_for_stuck, on the RTL)
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st))
         else:
-            others_idle = not any(s.pending or s.busy_at >= since for s in self.scheds
-                                  if s is not sched and s.ring.SHARED_PROGRESS == ring.SHARED_PROGRESS)
+            others_idle = not any(s.pending or s.busy_at >= since for s in self._cp_others(sched))
             st = m.read(ring.STATUS)
             moved = not (ring.STATUS.WAITING.get(st) or ring.STATUS.ERROR.get(st)) or others_idle
             unserved = moved and not others_idle  # queued behind the other queue's work
@@ -92,7 +92,7 @@ class JobTimerMixin:
                 # flag that was set while a client of HIGH priority (any client by default)
                 # kept queue 1 busy for a job timeout was reset with TIMEOUT, its context
                 # guilty, a hang counted towards its file's ban (tests/kmd_sched/
-                # test_kmd_queues.py check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
+                # test_kmd_queues_not_stuck.py check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck,
                 # on the RTL). A job none of whose polls holds is stuck as before, whatever
                 # the other queue does; one with a poll that holds waits until the other
                 # queue lets go of the CP (queue 1 waits one packet of queue 0's at most:
@@ -105,7 +105,8 @@ class JobTimerMixin:
         # It counted every cycle from head_at: with cs_check off an innocent job queued
         # behind a HIGH client's jobs on queue 1 for unchecked_job_timeouts job timeouts was
         # reset as "ran N cycles unchecked" without having run a packet (tests/kmd_sched/
-        # test_kmd_queues.py test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run),
+        # test_kmd_queues_not_stuck.py
+        # test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_not_run),
         # where the checked path takes it as waiting for the CP, as it is.
         if not before:
             sched.head_ran = now - sched.head_at
@@ -128,7 +129,7 @@ class JobTimerMixin:
 
         Taken for stuck, an innocent job parked in a poll released while a client of HIGH
         priority (any client by default) kept queue 1 busy was reset with TIMEOUT, its
-        context guilty, a hang towards its file's ban (tests/kmd_sched/test_kmd_queues.py
+        context guilty, a hang towards its file's ban (tests/kmd_sched/test_kmd_queues_not_stuck.py
         check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, on the RTL),
         with a later poll still to come too (..._with_a_later_poll_still_to_come_...). Until
         the CP counted each queue's poll reads, the KMD inferred the turn from what it could
@@ -136,7 +137,7 @@ class JobTimerMixin:
         that no WAIT_REG_MEM had started on the CP since the last look (PERF_PACKETS): a poll
         of queue 1 that fails yields the CP. But one that holds at once yields nothing, so a
         HIGH client flooding queue 1 with jobs that each start one had an innocent parked job
-        reset (tests/kmd_sched/test_kmd_queues.py
+        reset (tests/kmd_sched/test_kmd_queues_not_stuck.py
         test_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone), and
         the rule kept growing terms for the ways a hostile client played with the looks. The
         count is what the rule was after.
@@ -159,7 +160,7 @@ class JobTimerMixin:
         But a switch waits until the DMA engine has answered every transfer queue 0 queued,
         so its DMA_DATAs without CP_SYNC keep queue 1 off the CP, no read made, for as long as
         they run: an innocent HIGH job whose flag was set meanwhile was reset with TIMEOUT
-        (tests/kmd_sched/test_kmd_queues.py
+        (tests/kmd_sched/test_kmd_queues_not_stuck.py
         check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck, Verilator)."""
         if not no_poll_made:
             return False
@@ -168,7 +169,7 @@ class JobTimerMixin:
 
     def _cp_others(self, sched: Scheduler) -> list[Scheduler]:
         """The rings whose queue shares the CP with `sched`'s (the CP's other queue)."""
-        return [s for s in self.scheds if s is not sched and s.ring.SHARED_PROGRESS == sched.ring.SHARED_PROGRESS]
+        return [s for s in self.scheds if s is not sched and s.ring.CP_QUEUE and sched.ring.CP_QUEUE]
 
     def _job_access(self, job) -> dict:
         """How the diagnosis reads `job`'s IBs (its VM only: find_unsatisfied_wait's keywords)."""

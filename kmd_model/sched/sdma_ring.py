@@ -43,11 +43,13 @@ class SdmaRing(Ring):
                 regs.PERF_SDMA_BYTES_WRITTEN)
     # The engine's counters are its own, but its IH entries go through the CP's IH writer,
     # which takes one only between two CP packets: a TRAP waits for the CP's packet in hand
-    # (docs/hardware.md, "Timing on the RTL"), the SDMA still meanwhile. The CP's DMA bytes
-    # moving while the SDMA neither polls nor is stopped by an error is that packet moving
-    # (JobTimerMixin._progressed): a hostile client's long CP_SYNC fill had an innocent SDMA
-    # job behind the TRAP reset for a timeout.
-    SHARED_PROGRESS = (regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
+    # (docs/hardware.md, "Timing on the RTL"), the SDMA still meanwhile. The CP's fetched
+    # dwords and DMA bytes moving while the SDMA neither polls nor is stopped by an error is
+    # that packet moving (JobTimerMixin._progressed): a hostile client's long CP_SYNC fill
+    # (DMA bytes), and its longest NOPs (16,383 dwords each, fetched: no DMA byte), had an
+    # innocent SDMA job behind the TRAP reset for a timeout.
+    SHARED_PROGRESS = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
+    CP_QUEUE = False  # (an engine of its own: the CP's counters above are not its queue's)
     POLLS = None  # (never parked: it has the engine to itself)
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 
@@ -148,11 +150,15 @@ class SdmaRing(Ring):
     # hw_timeout, at most (what ends a wait that some hardware fault keeps extending).
     RESET_PACKETS = 16
 
-    def cp_dma_progress(self) -> tuple[int, int]:
-        """The CP's DMA engine's byte counters: they move while its packet in hand (a DMA_DATA)
-        runs, the one an SDMA IH entry waits behind."""
+    def cp_progress(self) -> tuple[int, ...]:
+        """The CP's fetched dwords and its DMA engine's byte counters (SHARED_PROGRESS): they
+        move while its packet in hand runs (a DMA_DATA's bytes, a long NOP's or WRITE_DATA's
+        dwords), the one an SDMA IH entry waits behind. (The DMA bytes alone left a reset
+        behind another client's longest NOPs to give up after hw_timeout and fall to the
+        full reset: tests/kmd_sched/test_kmd_reset.py
+        check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset, on the RTL.)"""
         m = self.kmd.mmio
-        return m.read(regs.PERF_DMA_BYTES_READ), m.read(regs.PERF_DMA_BYTES_WRITTEN)
+        return tuple(m.read(r) for r in self.SHARED_PROGRESS)
 
     def queue_reset(self, timeout: int) -> None:
-        queue_reset(self, timeout, self.cp_dma_progress, timeout + self.RESET_PACKETS * self.longest_cp_packet())
+        queue_reset(self, timeout, self.cp_progress, timeout + self.RESET_PACKETS * self.longest_cp_packet())

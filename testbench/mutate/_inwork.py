@@ -40,7 +40,7 @@ def per_thread_call_stack() -> None:
     HAMT the outer call is still copying (CPython gh-148891): the context then loses the
     variable (LookupError at the next reset, which fails the test and stops the coverage
     pass) or the process crashes. The UMD has such a finalizer, `weakref.finalize(device,
-    submitter.stop)` for a device never closed, and tests/umd/test_umd_async.py collects such
+    submitter.stop)` for a device never closed, and tests/umd/submission/test_umd_async.py collects such
     devices; with umd/ mutated it failed the coverage pass 3 runs of 3 (and it is not
     the submission thread: the failing resets were all on the main thread). A dict keyed
     by thread id allocates nothing the GC tracks while it is updated, and a re-entrant

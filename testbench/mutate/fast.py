@@ -65,7 +65,7 @@ FAST = (
         "raw = any(s < src + size and src < e for s, e in _written(q))",
         "raw = False",
         "the UMD never sets RAW_WAIT: invisible in the data on the model, where transfers are instant"),
-        ("tests/umd/test_umd_transfer_packets.py",)),
+        ("tests/umd/memory/test_umd_transfer_packets.py",)),
     FastMutant(Patch(
         "packet-field-moved", "spec/packets.py",
         '_ignored("TC_WC_ACTION_EN", 0, 20,',
@@ -84,13 +84,13 @@ FAST = (
         "if isinstance(v, int):",
         "the ioctl copy-in hands the handler the client's int subclass: its __int__ runs again, "
         "answering another handle than the one checked"),
-        ("tests/security/test_security_hostile_program.py",)),
+        ("tests/security/client_code/test_security_hostile_program.py",)),
     FastMutant(Patch(
         "dump-line-address", "gpucosim/dump.py",
         'lines.append(f"{base + 4 * i:#010x}: {words}")',
         'lines.append(f"{base + i:#010x}: {words}")',
         "crash-report dumps address their lines wrongly past the first 8 dwords"),
-        ("tests/tools/test_dump.py",)),
+        ("tests/tools/reports/test_dump.py",)),
 )
 
 

@@ -7,7 +7,7 @@ entry. In a mutated module that function is mutmut's trampoline, which takes
 `(*args, **kwargs)` and passes them on to a copy of the function
 (`x_queue_write_batched__mutmut_orig`) or to the mutant under test: the copy, not the
 renamed trampoline, raised the argument error, under its own name. The baseline failed
-(tests/umd/test_umd_first_programs.py pins the message, so prepare's coverage pass stopped
+(tests/umd/api/test_umd_first_programs.py pins the message, so prepare's coverage pass stopped
 at it), and every mutant of an entry point would have failed that test for its name alone.
 
 Here the trampoline is mutmut's, wrapped once more: a call made after the trampoline was

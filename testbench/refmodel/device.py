@@ -55,8 +55,8 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     data_width: memory bus width in bits, only shown in CAPS.BUS_BYTES_LOG2 (32..256).
     dma: a DMA engine executes DMA_DATA (CAPS.DMA); without one DMA_DATA is UNSUPPORTED.
     ih: an IH ring writer is present (CAPS.IH); without one no IH entries are written.
-    vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports (the model
-    has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
+    vm: an MMU translates (CAPS.VM); tlb_entries: what VM_CAPS.TLB_LOG2 reports, a power of
+    two from 2 to 64 as the RTL's MMU takes (the model has no TLB size: it keeps every translation until an invalidation names it); vm_levels:
     VM_CAPS.LEVELS, page-table levels (2 to 4, spec/vm.py's BUILD_LEVELS, as the RTL's MMU:
     virtual addresses of 30 to 48 bits).
     queues: the CP's second hardware queue (QUEUE_CAPS.CP_QUEUES), CP_HQD1_*, with priorities
@@ -65,8 +65,9 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
     sdma: the SDMA copy engine (testbench/refmodel/sdma.py), as the RTL has
     one; without it QUEUE_CAPS.SDMA reads 0 and its registers answer DECERR (a device
     without a copy engine, for the drivers' refusals).
-    ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it).
-    mmio_cycles: model cycles one MMIO access costs.
+    ib_levels: CAPS.IB_LEVELS. dma_max_bytes: BYTE_COUNT limit (DMA_BYTE_COUNT above it), a
+    power of two (CAPS.DMA_MAX_LOG2 says its log2).
+    mmio_cycles: model cycles one MMIO access costs, 0 or more.
     cp_burst: packets the CP runs at one instant at most (refilled at one a cycle, however
     long a call): work longer than that (a CHAIN to itself) goes on as time passes, one
     packet a cycle (see the package docstring); 1 is a CP of one packet a cycle.
@@ -91,14 +92,24 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
             raise ValueError("mem must be a contiguous 1-D uint8 array whose size is a multiple of 32")
         if data_width not in (32, 64, 128, 256):
             raise ValueError(f"data_width must be 32, 64, 128 or 256, not {data_width!r}")
-        if not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
+        def whole(v):  # an int, and not a bool: True would be a TLB of one entry
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not whole(ib_levels) or not 1 <= ib_levels <= regs.CAPS.IB_LEVELS.get(M32):
             raise ValueError(f"ib_levels must be 1..{regs.CAPS.IB_LEVELS.get(M32)}, not {ib_levels!r}")
+        if not whole(tlb_entries) or tlb_entries < 2 or tlb_entries > 64 or tlb_entries & (tlb_entries - 1):
+            raise ValueError(f"tlb_entries must be a power of two from 2 to 64 (as the RTL's MMU), not {tlb_entries!r}")
+        if not whole(dma_max_bytes) or dma_max_bytes < 1 or dma_max_bytes > 1 << 31 or dma_max_bytes & (dma_max_bytes - 1):
+            raise ValueError(f"dma_max_bytes must be a power of two from 1 to 2^31 (CAPS.DMA_MAX_LOG2 says its log2), "
+                             f"not {dma_max_bytes!r}")
+        if not whole(mmio_cycles) or mmio_cycles < 0:
+            raise ValueError(f"mmio_cycles must be a number of cycles, 0 or more, not {mmio_cycles!r}")
         if not isinstance(vm_levels, int) or isinstance(vm_levels, bool) or vm_levels not in vm_spec.BUILD_LEVELS:
             raise ValueError(f"vm_levels must be 2, 3 or 4 (as the RTL's MMU), not {vm_levels!r}")
         for flag, v in (("dma", dma), ("ih", ih), ("vm", vm), ("queues", queues), ("sdma", sdma)):
             if not isinstance(v, bool):
                 raise TypeError(f"{flag} must be True or False, not {v!r}")
-        if not isinstance(cp_burst, int) or cp_burst < 1:
+        if not whole(cp_burst) or cp_burst < 1:
             raise ValueError(f"cp_burst must be a positive number of packets, not {cp_burst!r}")
         if sys.byteorder != "little":  # pragma: no cover
             raise NotImplementedError("the reference model needs a little-endian host")

@@ -1,12 +1,12 @@
 """cocotb side of tests/cosim/test_rtl_async.py: the asynchronous submission checks of
-tests/umd/test_umd_async.py on the RTL, where the submission thread cannot drive the simulator
+tests/umd/submission/test_umd_async.py on the RTL, where the submission thread cannot drive the simulator
 and hands its ioctls to the bridged thread (umd/submit.py). One cocotb test per check, and
 one per app of the sync/async comparison."""
 
 import functools
 
 from tests.cosim import driver_checks
-from tests.umd import test_umd_async
+from tests.umd.submission import test_umd_async
 
 for _check in test_umd_async.CHECKS:
     if _check is test_umd_async.check_same_results:
@@ -48,7 +48,7 @@ def check_cycles_repeat(dev):
     and run after run."""
     import time
 
-    from tests.umd.async_compare import observe
+    from tests.umd.submission.async_compare import observe
     from umd import submit as umd_submit
 
     assert dev.thread_bound

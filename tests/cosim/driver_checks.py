@@ -5,27 +5,28 @@ import importlib
 import os
 import random
 
-# "<folder of tests/>.<module>": a check goes by its module's name alone (below), wherever
+# "<folders under tests/>.<module>": a check goes by its module's name alone (below), wherever
 # the module lives, so the cocotb tests' names stay put when a file moves between folders
 MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd_reset",
-           "kmd_sched.test_kmd_ih",
-           "kmd.test_kmd_vm",
-           "kmd_sched.test_kmd_queues", "umd.test_umd_queues",
-           "umd.test_umd_api", "umd.test_umd_batching", "umd.test_umd_cmdbuf", "umd.test_umd_memory",
-           "umd.test_umd_runtime", "umd.test_umd_transfer", "umd.test_umd_lost_failures",
-           "security.test_security_toctou", "security.test_security_checker", "security.test_security_mappings",
-           "security.test_security_umd", "security.test_security_ioctl", "spec.test_amd_conformance",
-           "security.test_vm_isolation", "model.test_contract_driver", "model.test_contract_engines",
-           "model.test_contract_vm", "model.test_contract_control", "model.test_contract_bare_metal",
-           "model.test_contract_csr",
-           "kmd.test_kmd_uapi_contract",
-           "kmd.test_kmd_uapi_contract_cs")
+           "kmd_sched.test_kmd_ih", "kmd.test_kmd_vm", "kmd_sched.test_kmd_queues_scheduling",
+           "kmd_sched.test_kmd_queues_resets", "kmd_sched.test_kmd_queues_full_reset",
+           "kmd_sched.test_kmd_queues_stuck", "kmd_sched.test_kmd_queues_not_stuck", "umd.submission.test_umd_queues",
+           "umd.api.test_umd_api", "umd.submission.test_umd_batching", "umd.submission.test_umd_cmdbuf",
+           "umd.memory.test_umd_memory", "umd.api.test_umd_runtime", "umd.memory.test_umd_transfer",
+           "umd.failures.test_umd_lost_failures", "security.cs.test_security_toctou",
+           "security.cs.test_security_checker", "security.memory.test_security_mappings",
+           "security.limits.test_security_umd", "security.cs.test_security_ioctl", "spec.test_amd_conformance",
+           "security.memory.test_vm_isolation", "model.test_contract_driver", "model.test_contract_sdma_packets",
+           "model.test_contract_sdma_errors", "model.test_contract_cp_queues", "model.test_contract_both_engines",
+           "model.test_contract_vm", "model.test_contract_resets", "model.test_contract_halts",
+           "model.test_contract_rings", "model.test_contract_ih_ring", "model.test_contract_bare_metal",
+           "model.test_contract_csr", "kmd.test_kmd_uapi_contract", "kmd.test_kmd_uapi_contract_cs")
 
 # Every other test module with a `CHECKS` list, and why its checks are not among the above
 # (tests/cosim/test_rtl_drivers.py fails on a list in neither: two ran on the model alone,
 # unnoticed, while this module's docstring said every list ran on the RTL).
 ELSEWHERE = {
-    "umd.test_umd_async": "on the RTL in a session of their own: tests/cosim/cocotb_async.py",
+    "umd.submission.test_umd_async": "on the RTL in a session of their own: tests/cosim/cocotb_async.py",
     "model.test_model_cp_queues": "on the RTL in a session of their own: tests/cosim/cocotb_cp_queues.py",
     "model.test_model_sdma": "on the RTL in a session of their own: tests/cosim/cocotb_sdma.py",
     "kmd.test_high_memory": "the checks above again, on a model with memory and VAs above 4 GiB (the RTL's "
@@ -33,11 +34,24 @@ ELSEWHERE = {
 }
 
 
+# Files split by concept whose checks keep the name of the file they came from (the cocotb
+# tests, the Icarus times below and tests/kmd/test_high_memory.py's lists name them so)
+SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "kmd_queues",
+         "test_kmd_queues_full_reset": "kmd_queues", "test_kmd_queues_stuck": "kmd_queues",
+         "test_kmd_queues_not_stuck": "kmd_queues",
+         "test_contract_sdma_packets": "contract_engines", "test_contract_sdma_errors": "contract_engines",
+         "test_contract_cp_queues": "contract_engines", "test_contract_both_engines": "contract_engines",
+         "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
+         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control"}
+
+
 def _group(mod_name: str) -> str:
     """The name a module's checks go by: its own, except the security suite's, which is one
-    file split by concept and keeps one name (security__check_*: the cocotb tests, the
-    Icarus times below and tests/kmd/test_high_memory.py's lists name them so)."""
+    file split by concept and keeps one name (security__check_*), and those of SPLIT (the
+    name of the file they were split from)."""
     name = mod_name.rpartition(".")[2]
+    if name in SPLIT:
+        return SPLIT[name]
     return "security" if name.startswith("test_security_") else name[5:]
 
 
@@ -153,6 +167,8 @@ ICARUS_SECONDS = {
     "kmd_fence__check_ring_full": 0.59, "kmd_fence__check_bo_kept_alive": 0.09,
     "kmd_reset__check_cp_error_recovery": 0.22, "kmd_reset__check_hw_errors_decoded": 0.47,
     "kmd_reset__check_timeout_recovery": 2.28,
+    "kmd_reset__check_an_sdma_job_behind_the_cps_long_nop_is_not_taken_for_stuck": 6.85,
+    "kmd_reset__check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset": 8.26,
     # (these two: the median of three Icarus sessions of the two, `-k kmd_ih__`, 4 December 2026;
     # 78-99 s: 1,101 jobs, each a CS ioctl, an interrupt and its handler)
     "kmd_ih__check_ih_ring_wraps_many_times": 5.30, "kmd_ih__check_ih_overflow": 1.37,

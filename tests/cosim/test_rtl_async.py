@@ -1,5 +1,5 @@
 """Asynchronous submission on the RTL (tests/cosim/cocotb_async.py): on Verilator every check of
-tests/umd/test_umd_async.py, each app of the sync/async comparison its own test; on Icarus
+tests/umd/submission/test_umd_async.py, each app of the sync/async comparison its own test; on Icarus
 (about 20x slower) one small app, the gated gfx -> copy -> gfx pipeline, sync and async, and
 the check that the CS ioctls run on the bridged thread.
 One simulator session per simulator."""
@@ -8,7 +8,7 @@ import pytest
 
 from testbench import sim
 from testbench.sim.design import gpu_design
-from tests.umd import test_umd_async
+from tests.umd.submission import test_umd_async
 
 from tests.conftest import shared_run
 

@@ -78,7 +78,7 @@ def test_every_check_list_runs_on_the_rtl_or_says_why_not():
     and test_kmd_ih's ran on the model alone, unnoticed, while cocotb_drivers.py said every
     list ran on the RTL."""
     tests = Path(__file__).resolve().parents[1]
-    lists = {f"{p.parent.name}.{p.stem}" for p in tests.glob("*/test_*.py")
+    lists = {".".join(p.relative_to(tests).with_suffix("").parts) for p in tests.glob("*/**/test_*.py")
              if re.search(r"^CHECKS\b", p.read_text(), re.M)}
     both = set(driver_checks.MODULES) & set(driver_checks.ELSEWHERE)
     assert not both, f"in both driver_checks.MODULES and ELSEWHERE: {', '.join(sorted(both))}"

@@ -1,4 +1,4 @@
-"""The long malicious-client checks of tests/security/test_security_long.py on the RTL, on Verilator: a plain
+"""The long malicious-client checks of tests/security/cs/test_security_long.py on the RTL, on Verilator: a plain
 race with the running CP, a maximum-size IB from the ring and from an IB1 (about a million
 cycles each), a job timeout that progress keeps from firing. (Minutes on Icarus: there the
 same code runs as tests/security/test_security_*.py's shorter checks.)"""
@@ -7,7 +7,7 @@ import pytest
 
 from testbench import sim
 from testbench.sim.design import gpu_design
-from tests.security import test_security_long
+from tests.security.cs import test_security_long
 
 from tests.conftest import shared_run
 

@@ -80,7 +80,7 @@ def test_every_kmd_and_security_test_file_is_in_the_campaigns_tests():
 
     root = Path(__file__).resolve().parents[2]
     files = sorted(str(p.relative_to(root)) for d in ("tests/kmd", "tests/kmd_sched", "tests/security")
-                   for p in (root / d).glob("test_*.py"))
+                   for p in (root / d).rglob("test_*.py"))
     assert files and [f for f in files if f not in scope.TESTS] == []
 
 
@@ -95,7 +95,7 @@ def test_the_campaigns_test_filter_leaves_out_only_what_needs_a_simulator_or_rtl
     def kept(nodeid: str) -> bool:
         return Expression.compile(scope.TEST_FILTER).evaluate(lambda word: word in nodeid)
 
-    for nodeid in ("tests/umd/test_umd_split_flush_refused.py::test_a_call_straddling_the_refused_cs_is_named_as_partly_run",
+    for nodeid in ("tests/umd/failures/test_umd_split_flush_refused.py::test_a_call_straddling_the_refused_cs_is_named_as_partly_run",
                    "tests/model/test_refmodel_snapshot.py::test_configure_checks_like_the_rtl_memory_model",
                    "tests/spec/test_pm4.py::test_table_api_for_rtl"):
         assert kept(nodeid), nodeid
@@ -254,7 +254,7 @@ def test_the_coverage_pass_call_stack_survives_a_finalizer_reentering_it():
     stays balanced when the GC runs a finalizer that reaches a trampoline in the middle of
     a set or reset. mutmut's own ContextVar does not on CPython < 3.12 (gh-148891: the
     interpreter crashed on this very loop, 3 runs of 3 on 3.11, in 0.2 s), which is what
-    failed the coverage pass once tests/umd/test_umd_async.py was in it. Run in a child, as
+    failed the coverage pass once tests/umd/submission/test_umd_async.py was in it. Run in a child, as
     the ContextVar's failure is a crash."""
     import subprocess
     import sys
@@ -289,7 +289,7 @@ def test_a_renamed_entry_point_keeps_its_name_when_mutated(monkeypatch, tmp_path
     Python's argument errors name it ("Queue.write() got an unexpected keyword argument").
     Mutated, the entry point is mutmut's trampoline, and the copy of the function it runs
     raised them under its own name (x_queue_write__mutmut_orig()): the coverage pass failed
-    at tests/umd/test_umd_first_programs.py (`make mutate` stopped in prepare on every UMD
+    at tests/umd/api/test_umd_first_programs.py (`make mutate` stopped in prepare on every UMD
     queue module) and any mutant of an entry point would fail that test for its name alone.
     With the campaign's trampoline (_inwork.use_our_trampoline) the function that runs, the
     copy or a mutant, takes the name; its __name__ stays, which mutmut's coverage pass reads

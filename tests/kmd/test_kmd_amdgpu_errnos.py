@@ -58,7 +58,7 @@ def test_wait_cs_on_a_guilty_context_reports_each_rings_own_state():
     whose latest job ended well before the reset, a job that ended well succeeds. (CS on the
     guilty context is ECANCELED first, amdgpu_cs_parser_init's guilty check.) The full reset
     here: ring 0's recovery as on a CP without CP_QUEUE_RESET."""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     full_reset_for_ring_0(kmd_model.bind(RefModel(), job_timeout=20_000))
     u = Umd()
     assert u.info.sdma_rings == 1  # (the model's copy engine: a second ring to tell apart)
@@ -93,7 +93,7 @@ def test_a_guilty_context_has_no_job_left_on_any_ring():
     CP without CP_QUEUE_RESET.)"""
     from spec.sdma import poll_regmem
 
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
     full_reset_for_ring_0(kmd)
     u = Umd()
@@ -159,7 +159,7 @@ def test_a_gfx_queue_reset_fails_only_the_guilty_entitys_unfinished_jobs():
     hang and the context's gfx job behind it fail (ECANCELED), its gfx and copy jobs that
     ended before stay ended well, the other context's gfx job behind the hang is resubmitted
     and ends well, the SDMA ring is not reset, and the context submits on. (An SDMA job in
-    flight meanwhile is neither stopped nor run again: tests/kmd_sched/test_kmd_queues.py,
+    flight meanwhile is neither stopped nor run again: tests/kmd_sched/test_kmd_queues_full_reset.py,
     check_a_gfx_vm_fault_resets_queue_0_alone_and_an_innocent_sdma_job_is_not_run_again.)"""
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
     u, other = Umd(), Umd()

@@ -249,7 +249,7 @@ def test_a_cs_whose_context_is_reset_while_it_waits_for_the_shadow_pool_is_refus
     CS of the context does. It was accepted instead, and the guilty context's job ran after
     all. (After a queue reset the context runs on: the CS is taken,
     test_a_cs_that_waits_for_the_shadow_pool_through_a_queue_0_reset_runs.)"""
-    from tests.kmd_sched.test_kmd_queues import full_reset_for_ring_0
+    from tests.kmd_sched.sched_helpers import full_reset_for_ring_0
     kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=5_000, fallback_poll=1_000)
     full_reset_for_ring_0(kmd)
     c, bo, held, seqs = _a_hang_and_a_full_shadow_pool(kmd)

@@ -15,7 +15,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from .test_kmd_ioctl import Client, expect
-from tests.kmd_sched.test_kmd_queues import DMA, GFX, HANG, sdma_ib
+from tests.kmd_sched.sched_helpers import DMA, GFX, HANG, sdma_ib
 
 
 def alloc(c: Client) -> int:

@@ -1,6 +1,6 @@
 """The driver's lock (kmd_model/core/lock.py, DriverLock): a re-entrant lock that counts the
 threads waiting for it, and that an ioctl waiting for the GPU hands to one of them between
-its steps (Kmd.wait_unlocked). tests/security/test_security_contention.py checks what that
+its steps (Kmd.wait_unlocked). tests/security/limits/test_security_contention.py checks what that
 buys (another client's ioctls run while one waits); these pin the lock's own bookkeeping,
 which those runs cannot see: a wrong count there only makes the hand-over late, or never."""
 

@@ -276,7 +276,7 @@ def check_reset_status(dev):
     GUILTY, amdgpu's bits 0 and 2; `error` names the hang, WAIT_CS's error: it was None, a
     guilty context naming nothing), the innocent context's job is resubmitted and QUERY_STATE says INNOCENT (flags
     RESET); a job that depended on the hung one is cancelled; the guilty context submits on.
-    (After the full reset its CS is ECANCELED from then on: tests/kmd_sched/test_kmd_queues.py
+    (After the full reset its CS is ECANCELED from then on: tests/kmd_sched/test_kmd_queues_full_reset.py
     check_a_queue_0_reset_that_does_not_come_back_falls_to_the_full_reset.)"""
     kmd_model.bind(dev, job_timeout=20_000)
     u = Umd()

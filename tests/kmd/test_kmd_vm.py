@@ -54,7 +54,7 @@ def check_gem_va_errors(dev):
     # amdgpu_gem_va_ioctl's order: the range first (before the handle), then the handle
     # (ENOENT) before the operation's own checks (alignment, a size of 0: amdgpu_vm_bo_map's).
     # An unknown handle with a size of 0 or a misaligned address was EINVAL, with a range
-    # outside the VM ENOENT (tests/security/test_security_mm_state.py found it)
+    # outside the VM ENOENT (tests/security/memory/test_security_mm_state.py found it)
     for op in (VaOp.MAP, VaOp.REPLACE):
         expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va, 0)
         expect(errno.ENOENT, f"{V}: no BO with handle 99", _va, a, 99, op, va + 4)
@@ -232,7 +232,7 @@ def test_a_vmid_is_not_stolen_while_an_older_job_on_another_ring_runs_with_it():
     blamed, its queue reset), or read and wrote the thief's pages at its own addresses."""
     from spec import sdma
 
-    from tests.kmd_sched.test_kmd_queues import sdma_ib
+    from tests.kmd_sched.sched_helpers import sdma_ib
     kmd = kmd_model.bind(RefModel())
     x = Client()
     xbo, out = x.bo(), x.bo(0x1000)
@@ -316,7 +316,7 @@ def test_unmap_of_many_pages_invalidates_every_page():
     """The TLB holds translations of both pages of a 2-page BO; after GEM_VA UNMAP a job
     that writes to the second page faults (the invalidation covered the whole range, not
     its first page) and the BO's memory is untouched."""
-    from tests.security.test_vm_isolation import _run_guilty
+    from tests.security.memory.test_vm_isolation import _run_guilty
 
     kmd_model.bind(RefModel(), cs_check=False)
     c = Client()
@@ -377,7 +377,7 @@ def test_an_ib_by_handle_runs_from_the_mapping_it_lies_in_whole_and_executable(f
     IB lies inside one EXECUTABLE mapping"). The CS took the first mapping by address holding
     the offset and was refused ("... without EXECUTABLE", "... runs past the end of its
     mapping") while the BO was mapped whole and executable at the other VA
-    (tests/security/test_security_mm_state.py found it)."""
+    (tests/security/memory/test_security_mm_state.py found it)."""
     kmd_model.bind(RefModel())
     c = Client()
     h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x2000)).handle
@@ -570,6 +570,7 @@ def test_no_job_runs_with_a_vmid_whose_tlb_flush_was_not_acknowledged():
     expect(errno.ETIME, f"WAIT_CS: seqno {seq:#x} of context {thief.ctx} not signalled after 10000 cycles",
            thief.wait, seq, 10_000)
     assert vbo.u32[0x40] == 1  # the job waits: it never ran with the victim's entries
+    assert kmd.kmd_stats()["tlb_flush_failures"] > 1  # (each grab tried since failed too, each counted)
     dev.lost = False
     assert thief.wait(seq)
     assert vbo.u32[0x40] == 1
@@ -649,3 +650,56 @@ def test_a_closed_files_vm_keeps_its_vmid_while_its_jobs_run():
     assert h.wait(held) and h.wait(h.submit(h.ib(hbo, pm4.nop(6), offset=0x100)))  # c's job ran before
     assert job.finished and job.error is None and vm.vmid is None
     assert [v.n for v in kmd.vmids.ids if v.owner is not None] == [h.f.vm.vmid]
+
+
+def test_a_closed_waiter_keeps_no_one_waiting_and_the_drain_ends_with_the_last_waiter():
+    """VMs that find every VMID busy wait first come, first served, the least recently used
+    busy VMID drained for the first (kmd_model/mm/vmid.py). A waiter whose file is closed
+    keeps no one waiting: the next VM is first at once, has the least recently used VMID
+    drained for it and gets it as soon as that VMID's job ends (not a job timeout later, when
+    the closed waiter would have expired). Once the last waiter has a VMID, none is drained
+    any more (the next waiter picks its own), whichever VMID it got."""
+    from spec import sdma
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    vmids = kmd.vmids
+    hs = [Client() for _ in vmids.ids]
+    bos = [h.bo(0x1000) for h in hs]
+    # hs[1..14] poll on the gfx ring in that order, then hs[0] on the SDMA ring: every VMID
+    # busy, hs[1]'s the least recently used
+    seqs = {k: hs[k].submit(hs[k].ib(bos[k], pm4.wait_reg_mem(bos[k].addr + 0x800, 1, 1, "EQ"))) for k in range(1, 15)}
+    seqs[0] = hs[0].submit(sdma_ib(bos[0], sdma.poll_regmem(bos[0].addr + 0x800, 1, 0xFFFF_FFFF, "EQ", interval=1)))
+    assert all(h.f.vm.vmid is not None for h in hs)
+
+    def waiter():
+        w = Client()
+        wb = w.bo(0x1000)
+        return w, wb, w.submit(sdma_ib(wb, sdma.write_linear(wb.addr + 0x800, [0x77])))
+
+    # a VM that asked once, then closed its file (a close waits until the file's jobs are in
+    # a ring or done, Kmd.flush_file: here it has none left queued, as when they were cancelled)
+    w1 = Client()
+    assert vmids.grab(w1.f.vm) is None
+    assert list(vmids.waiting) == [w1.f.vm] and vmids.drain == hs[1].f.vm.vmid
+    w1.f.close()
+    w2, w2b, w2s = waiter()
+    # the closed waiter is forgotten: the new one is first, with a VMID drained for it
+    assert list(vmids.waiting) == [w2.f.vm] and vmids.drain == hs[1].f.vm.vmid
+    drained = vmids.drain
+    bos[1].u32[0x200] = 1  # the drained VMID's job ends: it goes to the first waiter at once
+    assert hs[1].wait(seqs[1])
+    kmd.service()
+    assert w2.f.vm.vmid == drained and not vmids.waiting and vmids.drain is None
+    w3, w3b, w3s = waiter()
+    assert list(vmids.waiting) == [w3.f.vm] and vmids.drain == hs[2].f.vm.vmid
+    bos[0].u32[0x200] = 1  # the SDMA poll ends: hs[0]'s VMID (and w2's, its job done) go idle
+    assert hs[0].wait(seqs[0]) and w2.wait(w2s) and w2b.u32[0x200] == 0x77
+    kmd.service()
+    # w3 took an idle VMID, not the drained one: nobody waits, so nothing is drained any more
+    assert w3.f.vm.vmid not in (None, hs[2].f.vm.vmid) and not vmids.waiting and vmids.drain is None
+    assert w3.wait(w3s) and w3b.u32[0x200] == 0x77
+    for k in range(2, 15):
+        bos[k].u32[0x200] = 1
+    assert all(hs[k].wait(seqs[k]) for k in range(2, 15))
+    assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)

@@ -24,7 +24,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import RWX, Client
-from .test_kmd_queues import sdma_ib
+from .sched_helpers import sdma_ib
 
 EVIL = 0xBAD0_0BAD
 ANSWERS = {errno.EINVAL, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT}
@@ -170,7 +170,7 @@ def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]
     chunks on its gfx job that holds the CP; then the hold ends and everything runs. Returns
     the count and the hostile jobs' WAIT_CS answers."""
     from kmd_model.uapi import CsArgs, WaitCsArgs
-    from .test_kmd_queues import sdma_ib
+    from .sched_helpers import sdma_ib
     kmd_model.bind(RefModel(), job_timeout=1 << 40)
     h, inn = Client(), Client()
     ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)

@@ -19,7 +19,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from tests.kmd_sched.test_kmd_queues import HANG, NoQueue0Reset, query, sdma_ib
+from tests.kmd_sched.sched_helpers import HANG, NoQueue0Reset, query, sdma_ib
 from tests.security.security_helpers import Holder
 
 
@@ -308,7 +308,7 @@ def test_a_reset_that_fails_inside_a_close_still_closes(how):
     and that may run a recovery whose reset fails. The error is the caller's to see, but the
     close happens all the same, as close(2) releases the fd when it reports EIO: the BO (the
     file) is gone and its memory freed once no job holds it (on the wedged device,
-    quarantined: tests/security/test_security_wedged.py). Before, GEM_CLOSE dropped the
+    quarantined: tests/security/memory/test_security_wedged.py). Before, GEM_CLOSE dropped the
     handle and raised before closing the BO, which then stayed allocated for good, and a
     file's close raised before releasing anything."""
     dev = StuckResetModel()
@@ -364,7 +364,7 @@ def test_a_reset_that_fails_does_not_call_the_guilty_context_innocent_on_its_oth
     """The guilty context also has a copy in flight on the SDMA ring when the reset fails:
     that ring did not find it innocent (its work there fails with EIO like the rest): it
     reads GUILTY for gfx and nothing for sdma0, as after a full reset that works."""
-    from .test_kmd_queues import HANG, sdma_ib
+    from .sched_helpers import HANG, sdma_ib
 
     kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
     copy = a.submit(sdma_ib(abo, HANG(abo.addr + 0x3000), 0x400))  # polls until the wedge

@@ -12,10 +12,11 @@ import pytest
 import kmd_model
 from kmd_model import regs, uapi
 from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxOp, Request, ResetStatus
-from spec import pm4
+from spec import packets, pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, addr_fields, expect
+from tests.kmd_sched.sched_helpers import sdma_ib
 
 
 def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:
@@ -144,7 +145,72 @@ def check_timeout_recovery(dev):
     assert bbo.u32[0x41] == 0xC and not regs.STATUS.ERROR.get(kmd.mmio.read(regs.STATUS))
 
 
-CHECKS = [check_cp_error_recovery, check_hw_errors_decoded, check_timeout_recovery]
+# The longest NOP (COUNT 0x3FFE: the header and 16,383 dwords, each fetched: docs/hardware.md):
+# about 8,200 cycles of fetching on a 64-bit bus and 16,400 on a 32-bit one, in which the CP
+# moves no DMA byte and the CP's IH writer, which takes an entry only between two CP
+# packets, holds every SDMA entry.
+LONGEST_NOP = pm4.nop(packets.NOP.max_payload)
+
+
+def _in_the_nops(kmd, bo) -> None:
+    """Until the CP fetches the NOPs (the model's ran at once)."""
+    for _ in range(100):
+        if kmd.mmio.read(regs.PERF_DWORDS_FETCHED) > 64 or bo.u32[0] == 0xE71:
+            return
+        kmd.dev.delay(50)
+
+
+def check_an_sdma_job_behind_the_cps_long_nop_is_not_taken_for_stuck(dev):
+    """An SDMA job behind the TRAP of the job before it stands still while the CP's IH writer
+    waits for the CP's packet in hand. The SDMA ring's timer took the CP's DMA bytes moving
+    for progress (a long CP_SYNC fill), not its fetched dwords: a hostile client's NOPs of
+    16,383 dwords each (legal packets, its own IB) longer than two job timeouts had an
+    innocent client's SDMA job reset with TIMEOUT, its context guilty, a hang counted towards
+    its file's ban. The CP's fetched dwords now count as its DMA bytes do."""
+    kmd = kmd_model.bind(dev, job_timeout=2_000)
+    good, evil = Client(), Client()
+    nops = LONGEST_NOP * 2
+    ebo, gbo = evil.bo(4 * len(nops) + 0x1000), good.bo()
+    e = evil.submit(evil.ib(ebo, nops + pm4.write_data(ebo.addr, [0xE71]), 0x100))
+    _in_the_nops(kmd, ebo)
+    a = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x800, [0xA1])))
+    b = good.submit(sdma_ib(gbo, sdma.write_linear(gbo.addr + 0x804, [0xB2]), 0x100))
+    assert good.wait(a, 1_000_000) and good.wait(b, 1_000_000)
+    assert (gbo.u32[0x200], gbo.u32[0x201]) == (0xA1, 0xB2)
+    assert evil.wait(e, 1_000_000) and ebo.u32[0] == 0xE71
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (0, 0, 0), \
+        (kmd.stats, kmd.recovery_log)
+    assert query(good).reset_status == ResetStatus.NO_RESET and good.f.hangs == 0
+
+
+def check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset(dev):
+    """SDMA_CNTL.QUEUE_RESET is done only once the queue's IH entry, waiting for the CP's IH
+    writer, is written (docs/hardware.md), and the KMD's wait for it went on only while the
+    CP's DMA bytes moved: behind an innocent client's NOPs of 16,383 dwords the reset of a
+    hostile SDMA job gave up after hw_timeout and fell to the full reset, the innocent gfx
+    job stopped and run again, its context told of a reset. The CP's fetched dwords now
+    extend the wait as its DMA bytes do (bounded as before)."""
+    kmd = kmd_model.bind(dev, job_timeout=2_000, hw_timeout=3_000)
+    good, evil = Client(), Client()
+    nops = LONGEST_NOP * 2
+    gbo, ebo = good.bo(4 * len(nops) + 0x1000), evil.bo()
+    g = good.submit(good.ib(gbo, nops + pm4.write_data(gbo.addr, [0x600D]), 0x100))
+    _in_the_nops(kmd, gbo)
+    e = evil.submit(sdma_ib(ebo, [0x23DECD3D]))  # amd_deadlock's corrupted SDMA header
+    with pytest.raises(uapi.KmdError) as ei:
+        evil.wait(e, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "ILLEGAL_OPCODE"
+    assert good.wait(g, 1_000_000) and gbo.u32[0] == 0x600D
+    assert kmd.stats["queue_resets"] == 1 and kmd.stats["resets"] == 0, (kmd.stats, kmd.recovery_log)
+    assert {r for r, s in kmd.recovery_log} == {"sdma0"}
+    assert query(good).reset_status == ResetStatus.NO_RESET
+    e2 = evil.submit(sdma_ib(ebo, sdma.fence(ebo.addr + 0x2000, 0xE2), 0x400))  # the SDMA works again
+    assert evil.wait(e2) and ebo.u32[0x800] == 0xE2
+
+
+CHECKS = [check_cp_error_recovery, check_hw_errors_decoded, check_timeout_recovery,
+          check_an_sdma_job_behind_the_cps_long_nop_is_not_taken_for_stuck,
+          check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])

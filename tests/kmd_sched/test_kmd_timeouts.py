@@ -51,7 +51,7 @@ def test_an_error_entry_read_after_its_queue_was_reset_for_it_is_not_a_new_error
     error and told every context of a second reset. Its queue's STATUS.ERROR reads 0 then:
     it is stale. (Ring 0 went to the full reset before CP_QUEUE_RESET.Q0 was used: the case
     came with it, queue 1's was there already.)"""
-    from .test_kmd_queues import new_ctx
+    from .sched_helpers import new_ctx
     kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
     c, d = Client(), Client()
     bo, dbo = c.bo(), d.bo()
@@ -135,7 +135,7 @@ def test_a_lost_sdma_error_interrupt_is_found_by_the_job_timer():
     """The same on the SDMA ring: its engine stopped on a bad header, no interrupt seen and
     nobody polling; the ring's job timer finds SDMA_STATUS.ERROR when it runs out and
     recovers that error (a queue reset), not a timeout."""
-    from .test_kmd_queues import sdma_ib
+    from .sched_helpers import sdma_ib
 
     t_out = 2_000
     kmd = kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1 << 40)
@@ -298,6 +298,9 @@ def test_a_timeout_on_the_cps_second_queue_names_the_queue():
         c.wait(seq, 1_000_000, hi)
     assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, CP queue 1 "
                         rf"polling in a WAIT_REG_MEM, context {hi}", ei.value.message), ei.value.message
+    info = ei.value.info  # polling in a WAIT_REG_MEM the diagnosis did not find: its kind (a PM4 one), no place
+    assert (info.opcode, info.opcode_name, info.offset, info.addr, info.level) == \
+        (pm4_spec.WAIT_REG_MEM.opcode, "WAIT_REG_MEM", 0, 0, "IB1"), info
     kmd.mmio.write_fields(regs.CONTROL, HALT=1)
     hi2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
     seq = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0xB00, [3]), offset=0x300), ctx=hi2)
@@ -309,10 +312,11 @@ def test_a_timeout_on_the_cps_second_queue_names_the_queue():
                         rf"busy at RING \(CP_HQD1_STATUS {st:#x}\), context {hi2}", ei.value.message), ei.value.message
 
 
-def _straddling_ib():
+def _straddling_ib(priority: int | None = None):
     """Client a's IB of 16 dwords from the last 8 dwords of BO x into the VA page after it,
     where a BO y is mapped (its 8 dwords: the WAIT_REG_MEM the CP is stuck in). In memory,
-    what follows x is client b's BO, holding a WAIT_REG_MEM on a secret."""
+    what follows x is client b's BO, holding a WAIT_REG_MEM on a secret. `priority`: of a
+    context of its own (HIGH: on the CP's second queue, ring gfx_high)."""
     kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000)
     a, b = Client(), Client()
     x, theirs = a.bo(0x1000), b.bo(0x1000)
@@ -324,9 +328,10 @@ def _straddling_ib():
     x.u32[0x3F8:0x400] = pm4.pad(8)
     ywords = a.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")
     ywords[:8] = pm4.wait_reg_mem(x.addr + 0x200, 1, 1, "EQ") + pm4.pad(1)  # where the CP is stuck
-    seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0))
+    ctx = None if priority is None else a.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
+    seq = a.submit(CsChunkIb(16, gpu_addr=x.addr + 0xFE0), ctx=ctx)
     with pytest.raises(kmd_model.uapi.KmdError) as ei:
-        a.wait(seq, 1_000_000)
+        a.wait(seq, 1_000_000, ctx)
     assert f"{secret:x}" not in ei.value.message
     return a, x, seq, ei.value
 
@@ -342,6 +347,87 @@ def test_a_timeout_diagnosis_reads_an_ib_across_adjacent_mappings():
     assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
                         rf"IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, waits for == 0x1, "
                         rf"context {a.ctx}", e.message), e.message
+
+
+def test_a_timeout_diagnosis_on_the_cps_second_queue_reads_an_ib_across_adjacent_mappings():
+    """The same on the CP's second queue (a HIGH-priority context, ring gfx_high, whose timer
+    diagnoses as ring 0's does: Kmd.ring_timedout_job): the IB is read from both BOs, the
+    packet in the second is named, and the error's fields give its kind and place (the UMD
+    names the call that recorded it from them)."""
+    a, x, seq, e = _straddling_ib(CtxPriority.HIGH)
+    ctx = e.info.ctx_id
+    assert ctx != a.ctx
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx_high: no progress for \d+ cycles, stuck in "
+                        rf"WAIT_REG_MEM at IB\+0x20 \({x.addr + 0x1000:#x}\): \*{x.addr + 0x200:#x} & 0x1 = 0x0, "
+                        rf"waits for == 0x1, context {ctx}", e.message), e.message
+    assert (e.info.code, e.info.opcode, e.info.opcode_name, e.info.level, e.info.offset, e.info.addr) == \
+        ("TIMEOUT", pm4_spec.WAIT_REG_MEM.opcode, "WAIT_REG_MEM", "IB1", 0x20, x.addr + 0x1000), e.info
+
+
+def test_a_timeout_s_level_is_that_of_the_packet_it_names():
+    """The error's level, offset and addr name one packet, the diagnosis's (a UMD maps them
+    to the call that recorded it): a WAIT_REG_MEM of the IB1 whose flag was taken back after
+    the CP passed it is the first the diagnosis finds not holding, while the CP polls in the
+    IB2 the IB1 calls next; the level is the IB1's, not the IB2 the CP's STATUS names."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    c = Client()
+    bo = c.bo()
+    bo.u32[0x800 // 4] = 1  # the IB1's wait holds when the CP comes to it
+    c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x900, 1, 1, "EQ"), offset=0x400)  # the IB2: its wait never holds
+    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.indirect_buffer(bo.addr + 0x400, 8),
+                        offset=0x100))
+    assert kmd.wait_for(lambda: regs.STATUS.LEVEL.get(kmd.mmio.read(regs.STATUS)) == regs.IbLevel.IB2, 10_000)
+    bo.u32[0x800 // 4] = 0
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        c.wait(seq, 1_000_000)
+    assert re.fullmatch(rf"WAIT_CS: job {seq:#x} timed out on gfx: no progress for \d+ cycles, stuck in WAIT_REG_MEM at "
+                        rf"IB\+0x0 \({bo.addr + 0x100:#x}\): \*{bo.addr + 0x800:#x} & 0x1 = 0x0, waits for == 0x1, "
+                        rf"context {c.ctx}", ei.value.message), ei.value.message
+    assert (ei.value.info.level, ei.value.info.offset, ei.value.info.addr) == ("IB1", 0, bo.addr + 0x100), ei.value.info
+
+
+@pytest.mark.parametrize("where", ["in_an_ib2", "across_two_mappings"])
+def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_found_in_an_ib2_or_across_mappings(where):
+    """A job on queue 0 whose poll does not hold is reset by its timeout while queue 1 floods
+    (tests/kmd_sched/test_kmd_queues.py test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck,
+    on the model whose queue 0 polls only when queue 1 lets it): whether a poll of the job
+    holds (Kmd._polls_hold) is read as the timeout's diagnosis reads it, through the IB2s the
+    job calls and across adjacent mappings of its VM (cs_check off), wherever the poll is.
+    An IB it cannot read has no poll that does not hold: the job was taken for parked in
+    one, not stuck, for as long as the flood lasted."""
+    from tests.kmd_sched.sched_helpers import ParkedPolls
+
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=where == "in_an_ib2")
+    bad, evil = Client(), Client()
+    bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
+    ehi = evil.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
+    if where == "in_an_ib2":
+        ib2 = bad.ib(bbo, pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16), 0x400)
+        b = bad.submit(bad.ib(bbo, pm4.indirect_buffer(bbo.addr + 0x400, ib2.size_dw), 0x100))
+    else:  # 8 dwords of padding at the end of bbo, the poll in the BO mapped right after it
+        y = bad.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
+        bad.io(Request.GEM_VA, GemVaArgs(y, VaOp.MAP, bbo.addr + 0x4000, 0, 0x1000, RWX))  # (Client's guard page)
+        bbo.u32[0xFF8:0x1000] = pm4.pad(8)
+        bad.io(Request.GEM_MMAP, GemMmapArgs(y)).view.view("<u4")[:8] = \
+            pm4.wait_reg_mem(bbo.addr + 0x3000, 1, 1, "EQ", poll_interval=16) + pm4.pad(1)
+        b = bad.submit(CsChunkIb(16, gpu_addr=bbo.addr + 0x3FE0))
+    flood = pm4.wait_reg_mem(ebo.addr + 0x3000, 1, 1, "EQ", poll_interval=4)
+    for k in range(20_000):
+        flood += pm4.dma_data(ebo.addr + 0xFF000, k, 64, src_sel="DATA")
+    f = evil.submit(evil.ib(ebo, flood, 0x4000), ctx=ehi)
+    kmd.dev.delay(1_000)
+    request, seen = kmd.ring.request_reset, []
+    kmd.ring.request_reset = lambda: (seen.append(kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED) - start), request())[1]
+    start = kmd.mmio.read(regs.PERF_Q1_DWORDS_FETCHED)
+    ebo.u32[0x3000 // 4] = 1
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        bad.wait(b, 1_000_000)
+    # reset during the flood (its timeout, not the flood's end): queue 1 had fetched a part of it
+    assert len(seen) == 1 and 0 < seen[0] < len(flood) / 2, (seen, len(flood))
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT", ei.value
+    assert "stuck in WAIT_REG_MEM" in ei.value.info.message, ei.value.info.message
+    assert evil.wait(f, 1_000_000, ehi)
+    assert (kmd.stats["job_timeouts"], kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 1, 0)
 
 
 def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
@@ -363,6 +449,44 @@ def test_a_timeout_diagnosis_reads_only_what_the_job_has_mapped():
     assert read(x.addr + 0xFE0, 16).tolist() == list(range(0x3F8, 0x400)) + [0x77] * 8
     assert read(x.addr + 0xFE0, 0x408).tolist() == list(range(0x3F8, 0x400)) + [0x77] * 0x400
     assert read(x.addr + 0xFE0, 0x409) is None  # one dword past y's mapping: a hole again
+
+
+def test_a_timeout_diagnosis_reads_no_data_in_the_kernel_range():
+    """The shadow pool's kernel range, in every VM, is executable only: the CP fetches the
+    checked copies of IBs from it, and no packet reads data there (the checker refuses a
+    WAIT_REG_MEM on it; an SDMA job, never checked, faults). The diagnosis took it for the
+    job's memory: a spy's SDMA job, a poll on a flag of its own (a long interval) then one
+    on the kernel range, the flag set while the engine slept out its interval, timed out
+    "stuck in POLL_REGMEM ... = 0x5ec12e7": a dword of the pool, here the data of another
+    client's WRITE_DATA in the copy of its IB (its job done, the copy's words still there).
+    A poll there is in no memory of the job's now."""
+    from spec import sdma
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    victim, spy = Client(), Client()
+    vb, sb = victim.bo(), spy.bo()
+    secret = 0x5EC12E7
+    held = victim.submit(victim.ib(vb, pm4.wait_reg_mem(vb.addr + 0x800, 1, 1, "EQ")
+                                   + pm4.write_data(vb.addr + 0x900, [secret])))
+    copy = kmd.sched.pending[0].ibs[0][0]  # the IB's copy, in the kernel range
+    assert copy >= kmd.kernel_va
+    at = copy + 4 * (len(pm4.wait_reg_mem(0, 0, 0, "EQ")) + len(pm4.write_data(0, [0])) - 1)  # its data dword
+    vb.u32[0x200] = 1
+    assert victim.wait(held) and vb.u32[0x240] == secret
+    # (the copy's room is free again, its words still there until the pool's next job)
+    assert int(kmd.mem32[(kmd.shadow.bo.gpu_addr + at - kmd.kernel_va) // 4]) == secret
+    s = spy.submit(sdma_ib(sb, sdma.poll_regmem(sb.addr + 0x800, 1, 0xFFFF_FFFF, "EQ", interval=0xFFFF)
+                           + sdma.poll_regmem(at, 1, 0xFFFF_FFFF, "EQ")))
+    kmd.dev.delay(500)
+    sb.u32[0x200] = 1  # the first poll holds now: the engine sleeps out its interval
+    with pytest.raises(kmd_model.uapi.KmdError) as ei:
+        spy.wait(s, 1_000_000)
+    e = ei.value
+    assert f"{secret:x}" not in e.message
+    assert re.fullmatch(rf"WAIT_CS: job {s:#x} timed out on sdma0: no progress for \d+ cycles, the SDMA engine polling "
+                        rf"in a POLL_REGMEM, context {spy.ctx}", e.message), e.message
+    assert (e.info.code, e.info.offset, e.info.addr) == ("TIMEOUT", 0, 0), e.info
 
 
 def test_a_long_wait_wakes_at_the_fallback_poll_interval():

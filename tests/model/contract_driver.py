@@ -413,7 +413,7 @@ class SdmaRing:
 
 
 # ---------------------------------------------------------------------------- the checks' conveniences
-# (tests/model/test_contract_driver.py and test_contract_engines.py): a memory layout, the
+# (tests/model/test_contract_*.py): a memory layout, the
 # packets by their usual arguments, bring-up, and what an error must latch.
 
 RING, RING1, SRING = 0x10000, 0x11000, 0x12000

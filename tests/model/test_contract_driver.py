@@ -3,9 +3,12 @@ the device from docs/registers.md, docs/packets.md and docs/hardware.md alone (n
 driver or spec code), and each check asserts numbers those pages state as exact: bit
 positions, reset values, IH entry dwords, error codes and what they latch, wrap rules,
 "ignored while ...". This module: the CP's ring, packets, IH ring and DMA engine;
-tests/model/test_contract_engines.py: the SDMA and the second CP queue;
-tests/model/test_contract_vm.py: the MMU; tests/model/test_contract_control.py: resets,
-halts, ENABLE, counters; tests/model/test_contract_csr.py: the CSR block over AXI4-Lite.
+tests/model/test_contract_sdma_packets.py and test_contract_sdma_errors.py: the SDMA;
+tests/model/test_contract_cp_queues.py: the second CP queue; test_contract_both_engines.py:
+the CP and the SDMA side by side; tests/model/test_contract_vm.py: the MMU;
+tests/model/test_contract_resets.py, test_contract_halts.py, test_contract_rings.py and
+test_contract_ih_ring.py: resets and counters, halts, the rings' ENABLE and locks, the IH
+ring; tests/model/test_contract_csr.py: the CSR block over AXI4-Lite.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.

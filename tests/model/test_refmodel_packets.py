@@ -7,6 +7,8 @@ tests/model/test_refmodel_errors.py.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -328,3 +330,37 @@ def test_the_models_on_off_flags_take_only_true_or_false(flag, bad):
     with pytest.raises(TypeError, match=rf"^{flag} must be True or False, not {bad!r}$"):
         RefModel(**{flag: bad})
     assert RefModel(**{flag: False}) is not None
+
+
+@pytest.mark.parametrize("arg, bad, says", [
+    ("tlb_entries", 12, r"tlb_entries must be a power of two from 2 to 64 \(as the RTL's MMU\)"),
+    ("tlb_entries", True, r"tlb_entries must be a power of two from 2 to 64 \(as the RTL's MMU\)"),
+    ("tlb_entries", "16", r"tlb_entries must be a power of two from 2 to 64 \(as the RTL's MMU\)"),
+    ("tlb_entries", 128, r"tlb_entries must be a power of two from 2 to 64 \(as the RTL's MMU\)"),
+    ("dma_max_bytes", 0, r"dma_max_bytes must be a power of two from 1 to 2\^31"),
+    ("dma_max_bytes", 3000, r"dma_max_bytes must be a power of two from 1 to 2\^31"),
+    ("dma_max_bytes", 4096.0, r"dma_max_bytes must be a power of two from 1 to 2\^31"),
+    ("dma_max_bytes", 1 << 32, r"dma_max_bytes must be a power of two from 1 to 2\^31"),
+    ("mmio_cycles", -1, r"mmio_cycles must be a number of cycles, 0 or more"),
+    ("mmio_cycles", 2.5, r"mmio_cycles must be a number of cycles, 0 or more"),
+    ("mmio_cycles", None, r"mmio_cycles must be a number of cycles, 0 or more"),
+    ("ib_levels", True, r"ib_levels must be 1\.\.15"),
+    ("ib_levels", 2.0, r"ib_levels must be 1\.\.15"),
+    ("cp_burst", True, r"cp_burst must be a positive number of packets"),
+])
+def test_the_models_sizes_are_checked_when_it_is_built(arg, bad, says):
+    """RefModel(tlb_entries=12) reported VM_CAPS.TLB_LOG2 3 (an 8-entry TLB), dma_max_bytes=3000
+    took BYTE_COUNTs to 3000 while CAPS.DMA_MAX_LOG2 said 2048, mmio_cycles=-1 ran time
+    backwards at each MMIO access, ib_levels=2.0 and True passed: each is refused when the model
+    is built, in one line naming the argument and the value."""
+    with pytest.raises(ValueError, match=rf"^{says}.*, not {re.escape(repr(bad))}$"):
+        RefModel(**{arg: bad})
+
+
+def test_the_models_sizes_at_their_bounds_are_taken():
+    """The bounds of each check are values a device can have."""
+    for kw in ({"tlb_entries": 2}, {"tlb_entries": 64}, {"dma_max_bytes": 1}, {"dma_max_bytes": 1 << 31},
+               {"mmio_cycles": 0}, {"ib_levels": 1}):
+        assert RefModel(**kw) is not None
+    r = RefModel(tlb_entries=64).snapshot(memory=False)["regs"]
+    assert regs.VM_CAPS.TLB_LOG2.get(r["VM_CAPS"]) == 6

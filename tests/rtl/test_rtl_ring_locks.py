@@ -12,7 +12,7 @@ bridge's full rate (AW and W always offered, B always taken):
   the size sees the new size, and one after a size write while the ring runs sees the old.
 
 The same rule on the simulators (Verilator, Icarus) and the reference model is
-tests/model/test_contract_control.py's check_ring_base_and_size_are_locked_while_enabled,
+tests/model/test_contract_rings.py's check_ring_base_and_size_are_locked_while_enabled,
 check_rptr_write_back_address_is_locked_while_enabled and
 check_ih_wptr_write_back_address_is_locked_while_enabled."""
 

@@ -3,24 +3,24 @@ ioctls and the UMD's API: it cannot reach memory that is not its own, force a GP
 fake another client's fence, get an innocent client blamed, read what an earlier client
 left behind, or write through a mapping it gave back. By concept:
 
-- tests/security/test_security_toctou.py: memory rewritten after CS, from the CPU or by the job;
-- tests/security/test_security_checker.py: what the CP would stop on is refused at CS;
-- tests/security/test_security_mappings.py: mappings after GEM_CLOSE, stale data in new BOs;
-- tests/security/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
-- tests/security/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
+- tests/security/cs/test_security_toctou.py: memory rewritten after CS, from the CPU or by the job;
+- tests/security/cs/test_security_checker.py: what the CP would stop on is refused at CS;
+- tests/security/memory/test_security_mappings.py: mappings after GEM_CLOSE, stale data in new BOs;
+- tests/security/limits/test_security_umd.py: the UMD's fences, IBs in flight and memory behind a held CP;
+- tests/security/cs/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
   kind, an SDMA IB in the kernel's range;
-- tests/security/test_security_time_and_state.py: client threads racing on one driver,
+- tests/security/limits/test_security_time_and_state.py: client threads racing on one driver,
   exhaustion by one client, hangs on purpose again and again, the checker off;
-- tests/security/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
+- tests/security/limits/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
   jobs queued per context and ring (sched_jobs), who may ask for HIGH priority;
-- tests/security/test_security_contention.py: the KMD under contention: a client waiting in
+- tests/security/limits/test_security_contention.py: the KMD under contention: a client waiting in
   the driver (a CS for a slot, WAIT_CS, GEM_WAIT_IDLE) beside other clients' ioctls, hangs
   ahead of an innocent job, a file's ban;
-- tests/security/test_security_kmd_resources.py: what the KMD keeps for a client and when it
+- tests/security/limits/test_security_kmd_resources.py: what the KMD keeps for a client and when it
   lets go: a BO whose unmap's TLB flush was lost;
-- tests/security/test_security_wedged.py: a device whose reset failed: the hung job's memory
+- tests/security/memory/test_security_wedged.py: a device whose reset failed: the hung job's memory
   is never handed out again, and no new memory is made;
-- tests/security/test_security_long.py: the long runs (a maximum-size IB, a race with the running
+- tests/security/cs/test_security_long.py: the long runs (a maximum-size IB, a race with the running
   CP, a job longer than its timeout), on the RTL in tests/cosim/test_rtl_security.py.
 
 Each `check_*(dev)` of their `CHECKS` runs on the reference model there and on the RTL

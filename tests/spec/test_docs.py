@@ -4,7 +4,7 @@ checked against the register map (spec/regs.rdl, via kmd_model.regs), the packet
 and the IH entry. (The generated references and sections are checked by
 tests/spec/test_generated.py: `make check-gen`.) The commands in the docs' code blocks and
 those quoted inline name make targets, variables, modules, subcommands, options and apps
-that exist (the tutorial's are run: tests/tools/test_tutorial.py), and every backquoted path
+that exist (the tutorial's are run: tests/tools/examples/test_tutorial.py), and every backquoted path
 from the repository's top is there."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_doc_commands_paste_as_they_are(path):
 def test_readme_commands_name_what_exists():
     """Every command in the README's sh blocks: a `make` target the Makefile has (with the
     variables it reads), a gpucosim command that runs (on the model: the simulators' runs
-    are the tutorial's, tests/tools/test_tutorial.py; in a build folder of its own, whose
+    are the tutorial's, tests/tools/examples/test_tutorial.py; in a build folder of its own, whose
     crash reports a pattern such as `build/crash/crash-gpu_error-*.txt` then names, expanded
     as a shell would), an app or file that is there."""
     makefile = (ROOT / "Makefile").read_text()
@@ -255,7 +255,7 @@ DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").g
 def test_inline_commands_name_what_exists(path):
     """The commands the prose quotes (`python -m testbench.difftest --multi`, `gpucosim run
     examples/async_submit.py --sim model -- --submits 300`, `make soak N=10000 JOBS=2` ...):
-    the code blocks are checked above and the tutorial's are run by tests/tools/test_tutorial.py,
+    the code blocks are checked above and the tutorial's are run by tests/tools/examples/test_tutorial.py,
     these were not checked at all."""
     makefile, helps = (ROOT / "Makefile").read_text(), {}
     bad = [p for cmd in _inline_commands(path) for p in command_problems(cmd, makefile, helps)]

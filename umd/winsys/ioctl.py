@@ -23,7 +23,7 @@ DRIVER_CLOSED = ("this Device's file was closed by the driver: it was unloaded o
 
 # The KMD model is one per process. It serialises its own ioctls (Kmd.lock, as a kernel
 # driver does for any client); the UMD's ioctls also run under this lock, which keeps its
-# count of them and lets a test hold the KMD from the UMD's side (tests/umd/test_umd_async.py).
+# count of them and lets a test hold the KMD from the UMD's side (tests/umd/submission/test_umd_async.py).
 KMD_LOCK = threading.RLock()  # (re-entrant: a hook inside an ioctl may make another)
 
 

@@ -1,0 +1,268 @@
+"""What the KMD keeps for a client, and when it lets go (round 3 of the hostile program,
+helper 75):
+
+- A BO whose unmap's TLB invalidation was never acknowledged (the MMU lost it): the release
+  of a closed BO raised out of the flush before the BO was freed, so it stayed allocated for
+  good (a leak per lost flush, and after the file's close too). Raised from a job's
+  retirement, inside the fence processing, it also left the fences after it unsignalled. Now
+  it is freed once no job runs with the VMID whose TLB may still hold its pages (a later
+  grab of that VMID flushes first): never while the GPU may still use it, never leaked. A
+  file's close raised out of its loop over the BOs at the first lost flush: the BOs after it
+  and the page tables stayed allocated; it closes everything, then raises.
+- A descriptor per mapped BO: each BO's CPU mapping (made at its first GEM_MMAP) was Python's
+  mmap, which keeps a duplicate of the memory file's descriptor, so an honest client with
+  many small BOs each mapped ran into the process's descriptor limit (EMFILE). The mappings
+  are libc's now, no descriptor each.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+import kmd_model
+from kmd_model import regs, uapi
+from kmd_model.uapi import KmdError, MappingRevoked, Request
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+
+
+class _LostFlush(RefModel):
+    """An MMU that, with `lost` set, drops every TLB invalidation request and never
+    acknowledges them: its TLB keeps every entry."""
+
+    lost = False
+
+    def mmio_write32(self, offset, value):
+        if self.lost and offset == regs.VM_INVALIDATE_REQ.addr():
+            return
+        super().mmio_write32(offset, value)
+
+    def mmio_read32(self, offset):
+        v = super().mmio_read32(offset)
+        return 0 if self.lost and offset == regs.VM_INVALIDATE_ACK.addr() else v
+
+
+def test_an_idle_bo_closed_when_its_flush_is_lost_is_freed_not_leaked():
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    c = Client()
+    ib, x = c.bo(0x1000), c.bo(0x1000)
+    c.run(ib, pm4.write_data(x.addr + 0x100, [1]))  # x's translation is in the TLB
+    bo = c.f.handles[x.handle]
+    dev.lost = True
+    vmid = c.f.vm.vmid
+    with pytest.raises(KmdError) as ei:
+        c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    assert (ei.value.errno, ei.value.message) == (
+        errno.EIO, f"GEM_CLOSE: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles")
+    assert c.f.vm.vmid is None  # no job runs with that VMID until a flush of it is acknowledged
+    assert bo.freed  # (nothing runs with it: its pages may go)
+    dev.lost = False
+    c.f.close()
+    assert not kmd.live_bos()
+
+
+def test_bos_closed_under_lost_flushes_of_the_last_vmid_are_each_freed():
+    """A BO closed when its unmap's flush is lost is listed with the VMID
+    (VmidManager.unflushed) and freed once no job runs with that VMID: at once here, none
+    does. On the last VMID (the VM the 15th to take one), closed one after another with a
+    job of the VM between (its grab flushes, then the next close's flush is lost again):
+    each BO is freed at its close, the list emptied each time."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    for _ in range(len(kmd.vmids.ids) - 1):  # every other VMID taken first
+        o = Client()
+        o.run(o.bo(0x1000), pm4.nop(2))
+    c = Client()
+    ib, x, y = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    for k, b in enumerate((x, y)):
+        c.run(ib, pm4.write_data(b.addr, [1]), 0x100 * k)  # b's translation is in the TLB
+        vmid = c.f.vm.vmid
+        assert vmid == len(kmd.vmids.ids)
+        bo = c.f.handles[b.handle]
+        dev.lost = True
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(b.handle))
+        assert (ei.value.errno, ei.value.message) == (
+            errno.EIO, f"GEM_CLOSE: TLB flush of VMID {vmid}: no acknowledge after 2000 cycles")
+        assert bo.freed and kmd.vmids.unflushed == []
+        dev.lost = False
+    assert kmd.kmd_stats()["tlb_flush_failures"] == 2
+    c.f.close()
+    assert len(kmd.live_bos()) == len(kmd.vmids.ids) - 1  # (the others' IBs)
+
+
+@pytest.mark.parametrize("j2_ends", ["by_itself", "by_its_reset"])
+def test_a_bo_whose_unmap_flush_is_lost_at_a_jobs_retirement_waits_for_the_vmids_jobs_then_goes(j2_ends):
+    """Checker off: J1 uses X and holds the CP; X is closed (busy: it stays mapped for J1);
+    J2, submitted after the close, runs with the same VMID. J1 ends, its retirement releases
+    X, and the flush is lost: X must stay allocated while J2 may still reach it through the
+    TLB, and be freed once J2 is done. (The flush's EIO was raised out of the fence
+    processing: the WAIT_CS on J1 got it, and X stayed allocated for good.) J2 ends by itself,
+    or never, and its reset ends it."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000, cs_check=False, job_timeout=1 << 30 if j2_ends == "by_itself" else 50_000)
+    c = Client()
+    ib, x, flag = c.bo(0x1000), c.bo(0x1000), c.bo(0x1000)
+    j1 = c.submit(c.ib(ib, pm4.write_data(x.addr + 0x100, [1]) + pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    bo = c.f.handles[x.handle]
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+    assert not bo.freed
+    j2 = c.submit(c.ib(ib, pm4.wait_reg_mem(flag.addr + 4, 1, 1, "EQ") + pm4.write_data(x.addr + 0x104, [2]), 0x100))
+    dev.lost = True
+    flag.u32[0] = 1
+    assert c.wait(j1)
+    assert kmd.kmd_stats()["tlb_flush_failures"] == 1 and not bo.freed  # J2 may still use the VMID's TLB
+    if j2_ends == "by_itself":
+        dev.lost = False
+        flag.u32[1] = 1
+        assert c.wait(j2)
+    else:
+        with pytest.raises(KmdError) as ei:
+            c.wait(j2, 1 << 30)
+        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT" and not kmd.wedged
+        dev.lost = False
+    assert bo.freed
+    c.f.close()
+    assert not kmd.live_bos()
+
+
+@pytest.mark.parametrize("op", ["UNMAP", "CLEAR", "REPLACE"])
+def test_a_bo_unmapped_by_a_gem_va_whose_flush_is_lost_stays_while_a_job_may_reach_it(op):
+    """Checker off: J runs and waits; X is mapped after J's CS (J does not hold it), J writes
+    it (its translation is in the VMID's TLB), then GEM_VA takes X's mapping away and the
+    MMU loses the flush (EIO), and GEM_CLOSE closes X. X was freed at once (its release found
+    no mapping left to flush for): a victim was given its page, and J's next write landed in
+    it through the stale entry. X stays allocated now until no job runs with that VMID, then
+    goes."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000, cs_check=False, job_timeout=1 << 30)
+    a, v = Client(), Client()
+    ib, flag = a.bo(0x1000), a.bo(0x1000)
+    va = a.next_va
+    j = a.submit(a.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ") + pm4.write_data(va, [1])
+                      + pm4.wait_reg_mem(flag.addr + 4, 1, 1, "EQ") + pm4.write_data(va + 4, [0xBAD])))
+    x = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    a.io(Request.GEM_VA, uapi.GemVaArgs(x, uapi.VaOp.MAP, va, 0, 0x1000))
+    bo = a.f.handles[x]
+    flag.u32[0] = 1
+    assert kmd.wait_for(lambda: int(kmd.mem32[bo.gpu_addr // 4]) == 1, 100_000)
+    dev.lost = True
+    y = a.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle
+    args = {"UNMAP": uapi.GemVaArgs(x, uapi.VaOp.UNMAP, va, 0, 0x1000),
+            "CLEAR": uapi.GemVaArgs(0, uapi.VaOp.CLEAR, va, 0, 0x1000),
+            "REPLACE": uapi.GemVaArgs(y, uapi.VaOp.REPLACE, va, 0, 0x1000)}[op]
+    with pytest.raises(KmdError) as ei:
+        a.io(Request.GEM_VA, args)
+    assert ei.value.errno == errno.EIO and "TLB flush of VMID" in ei.value.message
+    dev.lost = False
+    a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x))
+    assert not bo.freed  # J's VMID may still hold X's page
+    got = [v.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle for _ in range(64)]
+    assert bo.gpu_addr not in {v.f.handles[h].gpu_addr for h in got}
+    flag.u32[1] = 1
+    assert a.wait(j)
+    assert bo.freed and not any(int(kmd.mem32[v.f.handles[h].gpu_addr // 4 + 1]) for h in got)
+    a.f.close()
+    v.f.close()
+    assert not kmd.live_bos()
+
+
+# ------------------------------------------------------------------------------ CPU mappings and descriptors
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the process's descriptors in /proc")
+def test_an_honest_client_with_30000_small_bos_each_mapped_takes_no_descriptor_per_bo():
+    """Each BO's OS mapping was Python's mmap, which keeps a duplicate of the memory file's
+    descriptor: with 30,000 small BOs each mapped, GEM_MMAP was EMFILE at the process's
+    descriptor limit (20,000 here; lowered to the descriptors open + 10,000 for the test, so
+    it fails the same way wherever it runs), for this client and every other. The mappings
+    are libc's now: no descriptor each (the OS's own bound, vm.max_map_count, 65,530 by
+    default, is the limit left)."""
+    import resource
+    kmd = kmd_model.bind(RefModel(256 << 20))
+    c, other = Client(), Client()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    before = _open_fds()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, before + 10_000), hard))
+    try:
+        views = []
+        for i in range(30_000):
+            h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.VRAM if i % 2 else uapi.Domain.GTT, 0)).handle
+            v = c.io(Request.GEM_MMAP, uapi.GemMmapArgs(h)).view.view("<u4")
+            v[1] = i
+            views.append((h, v))
+        assert _open_fds() - before <= 1
+        assert [int(v[1]) for _, v in views[::997]] == list(range(0, 30_000, 997))
+        obo = other.bo(0x1000)  # another client maps as before
+        obo.u32[0] = 7
+        h, v = views[12_345]
+        assert int(kmd.dev.mem[c.f.handles[h].gpu_addr + 4]) == 12_345 & 0xFF  # (the BO's own pages)
+        c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+        with pytest.raises(MappingRevoked):
+            v[1] = 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    c.f.close()
+    other.f.close()
+    assert not kmd.live_bos()
+
+
+def test_a_file_closed_when_its_flush_is_lost_releases_every_bo_and_its_vm():
+    """close() of a file whose first BO's unmap flush was lost raised out of the loop over its
+    handles: the BOs after it, and the VM's page tables, stayed allocated for good. The close
+    now goes on to the end, then raises the flush's EIO (as close(2) reports EIO)."""
+    dev = _LostFlush()
+    kmd = kmd_model.bind(dev, hw_timeout=2_000)
+    before = len(kmd.bo.live_bos(None))
+    c = Client()
+    ib, *rest = (c.bo(0x1000) for _ in range(4))
+    c.run(ib, pm4.write_data(rest[0].addr, [1]))  # the VM holds a VMID
+    dev.lost = True
+    with pytest.raises(KmdError) as ei:
+        c.f.close()
+    assert ei.value.errno == errno.EIO and "no acknowledge" in ei.value.message
+    assert c.f.closed
+    dev.lost = False
+    assert not kmd.live_bos() and len(kmd.bo.live_bos(None)) == before  # no page table left either
+
+
+def test_a_bo_unmapped_under_two_jobs_in_rings_stays_until_the_last_of_them_ends():
+    """X is mapped after the CSs of two jobs of the same VM, one in the gfx ring and one in
+    the SDMA ring, each waiting for its flag (neither holds X by its CS), then closed: each
+    job in a ring may have translated a write to X before the TLB flush (Kmd.hold_for_jobs_in_rings),
+    so X stays allocated, GEM_WAIT_IDLE busy, until the last of the two has ended, whichever
+    ends first; a new BO of another file never gets its page meanwhile."""
+    from tests.kmd_sched.sched_helpers import sdma_ib
+
+    for first in ("gfx", "sdma"):
+        kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=1 << 30)
+        a, v = Client(), Client()
+        ib, flag = a.bo(0x1000), a.bo(0x1000)
+        g = a.submit(a.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+        s = a.submit(sdma_ib(ib, sdma.poll_regmem(flag.addr + 4, 1, 1, "EQ", interval=1), 0x400))
+        x = a.bo(0x1000)
+        bo = a.f.handles[x.handle]
+        a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(x.handle))
+        assert not bo.freed and bo.busy_jobs == 2
+        order = [(g, 0), (s, 1)] if first == "gfx" else [(s, 1), (g, 0)]
+        seq, k = order[0]
+        flag.u32[k] = 1
+        assert a.wait(seq)
+        assert not bo.freed, f"{first} ended first: X freed while the other job of its VM is in a ring"
+        got = [v.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000)).handle for _ in range(16)]
+        assert bo.gpu_addr not in {v.f.handles[h].gpu_addr for h in got}
+        seq, k = order[1]
+        flag.u32[k] = 1
+        assert a.wait(seq) and bo.freed
+        a.f.close()
+        v.f.close()
+        assert not kmd.live_bos()
