@@ -253,7 +253,7 @@ class CrashReporter:
             ibs = [ib for ib in probe.get("ibs", []) if ib["level"] <= (level or 0)]
             hdr_addr = probe.get("header_addr")
             # (the job's IBs and those they chain to: a CHAIN replaces IB1's base)
-            job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_translate(job))} \
+            job_ibs = {addr for a, n in job.ibs for addr, _ in ib_chain(kmd.mem32, a, n, kmd.job_ib_translate(job))} \
                 if job is not None and job.ibs else set()
             if probe.get("queue", 0) != 0 or job_ibs and any(ib["level"] == 1 for ib in ibs) and \
                     not any(ib["level"] == 1 and ib["base"] in job_ibs for ib in ibs):
@@ -301,7 +301,7 @@ class CrashReporter:
         lines.append(f"  ring at {kmd.ring.gpu_addr:#x}")
         mem32 = kmd.mem32
         # IBs are at the job's GPU virtual addresses: read them where its VM puts them
-        xlate = kmd.job_translate(job) if job is not None else (lambda va, n: va)
+        xlate = kmd.job_ib_translate(job) if job is not None else (lambda va, n: va)
         for ib in ibs:
             base, n = ib["base"], ib["size_dw"]
             pos = ib.get("pos_dw")
@@ -369,7 +369,7 @@ class CrashReporter:
         base, n = ib1
         copy = f" (the CS checker's copy of the app's IB at {client(base):#x})" if client(base) != base else ""
         lines.append(f"  -> IB1 at {base:#x}, {n_dwords(n)}{copy}")
-        pa = kmd.job_translate(job)(base, 4 * n) if n else None
+        pa = kmd.job_ib_translate(job)(base, 4 * n) if n else None
         mem32 = kmd.mem32
         if pa is not None and (pa >> 2) + n <= len(mem32):
             words = mem32[pa >> 2:(pa >> 2) + n].tolist()

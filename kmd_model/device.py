@@ -18,6 +18,8 @@ import weakref
 
 import numpy as np
 
+from .regs import MMIO_ADDR_WIDTH
+
 
 class BusError(RuntimeError):
     """An MMIO access answered SLVERR or DECERR."""
@@ -89,6 +91,15 @@ class Device(abc.ABC):
     def _check_offset(offset: int) -> None:
         if not isinstance(offset, int) or offset < 0 or offset % 4:
             raise ValueError(f"MMIO offset must be a non-negative multiple of 4, not {offset!r}")
+        Device._check_mmio_range(offset, 4)
+
+    @staticmethod
+    def _check_mmio_range(offset: int, n: int) -> None:
+        """The aperture is 2^MMIO_ADDR_WIDTH bytes: an offset beyond it is the caller's
+        mistake, on every backend alike (the RTL's AXI4-Lite address has MMIO_ADDR_WIDTH bits,
+        so there it would alias a register: 0x10098 rang RB_DOORBELL)."""
+        if offset < 0 or offset + n > 1 << MMIO_ADDR_WIDTH:
+            raise ValueError(f"MMIO offset {offset:#x} is outside the {MMIO_ADDR_WIDTH}-bit register space")
 
     @staticmethod
     def _check_value(value: int) -> None:

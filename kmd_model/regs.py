@@ -96,7 +96,7 @@ class STATUS(Register):
     IDLE = Field('IDLE', 0, 1, 'r', 'w', desc="Queue 0 has nothing to do: ring empty, no packet in flight, none of its DMA_DATA transfers running (queue 1's show in DMA_BUSY and CP_HQD1_STATUS.IDLE, not here); or stopped by an error (ERROR).")
     HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by CONTROL.HALT.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc="Stopped by an error (see CP_ERROR_*); cleared by CP_QUEUE_RESET.Q0 or CONTROL.SOFT_RESET (queue 0, RB_*: CP_HQD1_STATUS is queue 1's).")
-    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')
+    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer: every ring packet passed, a DMA_DATA without CP_SYNC once its transfer is queued, so its data may still be moving (IDLE waits for it).')
     DMA_BUSY = Field('DMA_BUSY', 4, 1, 'r', 'w', desc='The DMA engine is moving data, for either queue (the CP has one DMA engine).')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='A WAIT_REG_MEM is polling.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the CP is fetching from.')
@@ -688,10 +688,10 @@ class SDMA_STATUS(Register):
     NAME = "SDMA_STATUS"
     ADDR = 0x428
     RESET = 0x00000000
-    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc="Nothing to do: ring empty, no packet in flight (AMD's SDMA0_STATUS_REG.IDLE).")
+    IDLE = Field('IDLE', 0, 1, 'r', 'w', desc="Nothing to do: ring empty, no packet in flight, none of its COPY_LINEAR or CONSTANT_FILL transfers running (SDMA_RB_RPTR and RB_EMPTY pass a copy once its transfer is queued); or stopped by an error (ERROR). AMD's SDMA0_STATUS_REG.IDLE.")
     HALTED = Field('HALTED', 1, 1, 'r', 'w', desc='Stopped by SDMA_CNTL.HALT.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Stopped by an error (SDMA_ERROR); cleared by SDMA_CNTL.QUEUE_RESET or CONTROL.SOFT_RESET.')
-    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer.')
+    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Read pointer equals write pointer: every ring packet passed, a COPY_LINEAR or CONSTANT_FILL once its transfer is queued, so its data may still be moving (IDLE waits for it).')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='A POLL_REGMEM is polling.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where the engine is fetching from (RING or IB1).')
     FIELDS = (IDLE, HALTED, ERROR, RB_EMPTY, WAITING, LEVEL,)
@@ -872,7 +872,7 @@ class CP_HQD1_STATUS(Register):
     RESET = 0x00000000
     IDLE = Field('IDLE', 0, 1, 'r', 'w', desc='Queue 1 has nothing to do (none of its DMA_DATA transfers running either), or is stopped by an error.')
     ERROR = Field('ERROR', 2, 1, 'r', 'w', desc='Queue 1 is stopped by an error (CP_HQD1_ERROR).')
-    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Its read pointer equals its write pointer.')
+    RB_EMPTY = Field('RB_EMPTY', 3, 1, 'r', 'w', desc='Its read pointer equals its write pointer, as STATUS.RB_EMPTY (a DMA_DATA passed may still be moving data).')
     WAITING = Field('WAITING', 5, 1, 'r', 'w', desc='It is polling in a WAIT_REG_MEM.')
     LEVEL = Field('LEVEL', 8, 2, 'r', 'w', desc='Where it is fetching from.')
     FIELDS = (IDLE, ERROR, RB_EMPTY, WAITING, LEVEL,)

@@ -205,6 +205,20 @@ class ClientsMixin:
             return pa
         return translate_many
 
+    def job_ib_translate(self, job: Job):
+        """va, nbytes -> where a job's IB words are in memory, as the CP fetches them: the
+        shadow pool's kernel range (a checked job's copies) or its VM's mappings; None when
+        nowhere. For the KMD's own reads of a job's IBs (job_read, the crash report's
+        listing), never for what a packet reads as data (job_translate)."""
+        vm = job.vm
+        kernel_va, kernel_end = self.kernel_va, self.kernel_va + (self.shadow.size if self.kernel_va_size else 0)
+
+        def translate(va: int, n: int) -> int | None:
+            if kernel_va <= va and va + n <= kernel_end:
+                return self.shadow.bo.gpu_addr + va - kernel_va
+            return vm.translate(va, n)
+        return translate
+
     def job_read(self, job: Job):
         """va, ndwords -> the dwords of a job's IB there (a copy), None where it has nothing
         mapped: from the shadow pool's kernel range (a checked job's copies), or its VM's
@@ -212,13 +226,10 @@ class ClientsMixin:
         memory is (never the memory after the first one, which may be anyone's)."""
         vm = job.vm
         mem32 = self.mem32
-        kernel_va, kernel_end = self.kernel_va, self.kernel_va + (self.shadow.size if self.kernel_va_size else 0)
+        ib_translate = self.job_ib_translate(job)
 
         def read(va: int, n: int) -> np.ndarray | None:
-            if kernel_va <= va and va + 4 * n <= kernel_end:
-                pa = self.shadow.bo.gpu_addr + va - kernel_va
-            else:
-                pa = vm.translate(va, 4 * n)
+            pa = ib_translate(va, 4 * n)
             if pa is not None:
                 runs = [(pa, 4 * n)]
             elif vm is not None and va >= 0:

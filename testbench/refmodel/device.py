@@ -310,11 +310,6 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
 
     # ------------------------------------------------------------------ registers
 
-    @staticmethod
-    def _check_mmio_range(offset: int, n: int) -> None:
-        if offset < 0 or offset + n > 1 << regs.MMIO_ADDR_WIDTH:
-            raise ValueError(f"MMIO offset {offset:#x} is outside the {regs.MMIO_ADDR_WIDTH}-bit register space")
-
     def _peek(self, offset: int) -> int:
         """A register's value now, at no cost in time."""
         s = self._slots[offset]

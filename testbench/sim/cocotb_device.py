@@ -165,6 +165,7 @@ class CocotbDevice(Device):
         Bytes in several registers are written one register at a time."""
         if offset < 0 or not data:
             raise ValueError(f"a narrow write needs bytes at a non-negative offset, not {offset!r}, {data!r}")
+        self._check_mmio_range(offset, len(data))
         bridge.resume(self._awrite_bytes)(offset, bytes(data))
 
     def now(self) -> int:

@@ -89,7 +89,9 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_engines__check_poll_counters_count_each_queue_s_reads",
           # (driver-writer-7: VMID 1's two-level tables, map_vmid1)
           "contract_control__check_counters_survive_every_reset_but_perf_clear",
-          "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit")
+          "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit",
+          # (driver-writer-9: VMID 1's two-level tables, map_vmid1)
+          "contract_driver__check_only_a_reset_ends_a_stopped_queue")
 
 
 def _checks() -> dict:

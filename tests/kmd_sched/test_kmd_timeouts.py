@@ -389,7 +389,7 @@ def test_a_timeout_s_level_is_that_of_the_packet_it_names():
 @pytest.mark.parametrize("where", ["in_an_ib2", "across_two_mappings"])
 def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_found_in_an_ib2_or_across_mappings(where):
     """A job on queue 0 whose poll does not hold is reset by its timeout while queue 1 floods
-    (tests/kmd_sched/test_kmd_queues.py test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck,
+    (tests/kmd_sched/test_kmd_queues_stuck.py test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck,
     on the model whose queue 0 polls only when queue 1 lets it): whether a poll of the job
     holds (Kmd._polls_hold) is read as the timeout's diagnosis reads it, through the IB2s the
     job calls and across adjacent mappings of its VM (cs_check off), wherever the poll is.

@@ -314,8 +314,41 @@ def check_irq_is_int_status_and_int_enable_bit_by_bit(dev):
     assert not bad, "\n".join(bad)
 
 
+def check_offsets_beyond_the_aperture_are_refused_not_aliased(dev):
+    """The aperture is 64 KiB (registers.md): an access at or beyond its end is the driver's
+    mistake, refused by the Device API with one line on every backend (a ValueError naming
+    the offset), and no register is touched. On the RTL, whose AXI4-Lite address has 16 bits,
+    the cocotb backend put the offset on the bus cut to them until 7 December 2026: 0x10000
+    read ID and a write of 0x10098 rang RB_DOORBELL (the model refused both)."""
+    g, ring, ih = bring_up(dev)
+    before = _snapshot(g)
+    bad = []
+    tries = [("read", 0x10000, lambda: dev.mmio_read32(0x10000)),
+             ("read", 0x10008 + 0x20000, lambda: dev.mmio_read32(0x30008)),
+             ("write", 0x10098, lambda: dev.mmio_write32(0x10098, 5)),
+             ("write", 0x1000C, lambda: dev.mmio_write32(0x1000C, 0x1234)),
+             ("narrow write", 0xFFFF, lambda: dev.mmio_write_bytes(0xFFFF, b"\x01\x02")),
+             ("narrow write", 0x1000C, lambda: dev.mmio_write_bytes(0x1000C, b"\x77"))]
+    for what, off, fn in tries:
+        try:
+            got = fn()
+        except ValueError as e:
+            if str(e) != f"MMIO offset {off:#x} is outside the 16-bit register space":
+                bad.append(f"{what} at {off:#x}: {e}")
+            continue
+        except RuntimeError as e:  # (BusError: the access went out, cut to the aperture)
+            bad.append(f"{what} at {off:#x}: went out as {e}")
+            continue
+        bad.append(f"{what} at {off:#x}: taken ({got!r}), not refused")
+    assert not bad, "\n".join(bad)
+    assert _snapshot(g) == before and (g.read("RB_WPTR"), g.read("SCRATCH")) == (0, 0)
+    # the aperture's last dword is an offset like any other not listed: DECERR
+    assert _bus_error(lambda: dev.mmio_read32(APERTURE - 4)) == 3
+
+
 CHECKS = [check_every_offset_answers_as_registers_md_lists, check_bits_no_field_names_read_0,
-          check_byte_writes_of_every_register_kind, check_irq_is_int_status_and_int_enable_bit_by_bit]
+          check_byte_writes_of_every_register_kind, check_irq_is_int_status_and_int_enable_bit_by_bit,
+          check_offsets_beyond_the_aperture_are_refused_not_aliased]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

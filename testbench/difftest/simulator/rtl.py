@@ -128,8 +128,11 @@ class FastDevice(CocotbDevice):
         """Several register reads in one trip to the scheduler (each is still a real
         AXI4-Lite read, in order, at the cycles it would have one by one): half the cost
         of reading them one by one."""
+        offsets = list(offsets)
+        for offset in offsets:
+            self._check_offset(offset)
         self.mmio_ops += len(offsets)
-        return bridge.resume(self._aread_many)(list(offsets))
+        return bridge.resume(self._aread_many)(offsets)
 
     async def _aread_many(self, offsets: list[int]) -> list[int]:
         return await self._guarded(self._reads(offsets))
