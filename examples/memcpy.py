@@ -38,7 +38,9 @@ def record_copy(q, dst, dst_off: int, src, src_off: int, n: int) -> None:
     if copy is not None:
         copy(dst, dst_off, src, src_off, n)
         return
-    step = (1 << 21) - 4  # BYTE_COUNT is 21 bits
+    # one packet moves at most the engine's limit, 2^CAPS.DMA_MAX_LOG2 bytes (BYTE_COUNT has 26
+    # bits; more is DMA_BYTE_COUNT, which the KMD's checker refuses)
+    step = q.device.dev_info.dma_max_bytes
     for i in range(0, n, step):
         k = min(step, n - i)
         q.emit_raw(pm4.dma_data(dst.gpu_addr + dst_off + i, src.gpu_addr + src_off + i, k, cp_sync=1))

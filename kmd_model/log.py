@@ -69,7 +69,8 @@ def parse(spec: str) -> list[tuple[str | None, int]]:
         mod, sep, lv = item.partition("=")
         if not sep:  # a bare level applies to every module
             name, colon, after = item.partition(":")
-            if name.strip() in MODULES or (colon and after.strip().lower() in LEVELS):
+            # (`all` too: it was "unknown log level 'all'", where the modules' list offers "or all")
+            if name.strip() in (*MODULES, "all") or (colon and after.strip().lower() in LEVELS):
                 # (`ioctl` or `ioctl:info`: a module where a level goes, said as "unknown log level")
                 raise ValueError(f"{ENV}: {item!r}: give a module its level as MODULE=LEVEL "
                                  f"(ioctl=info), or one level for all ({', '.join(LEVELS)})")

@@ -329,7 +329,7 @@ class HwErrorInfo:
     code: str  # CpError name, or "TIMEOUT" for a job that ran past the job timeout
     level: str  # "RING", "IB1", "IB2"
     opcode: int
-    opcode_name: str | None  # from spec/packets.py, None for unknown opcodes
+    opcode_name: str | None  # from spec/packets.py (an SDMA error: spec/sdma/packets.py), None for unknown opcodes
     offset: int  # byte offset of the packet header in its ring / IB
     addr: int  # CP_ERROR_ADDR
     seq: int  # seqno of the guilty job

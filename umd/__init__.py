@@ -5,7 +5,7 @@
     buf = dev.alloc(4096, "vram")          # Buffer: gpu_addr, map() / u32 (numpy views)
     q = dev.queue()                        # a KMD context + chained command buffers
     q.write(buf, 0, [1, 2, 3])             # WRITE_DATA
-    q.wait_mem(flag, 0, 1)                 # GPU-side wait (WAIT_REG_MEM)
+    q.wait_mem(buf, 0, 1)                  # GPU-side wait (WAIT_REG_MEM): till buf's dword 0 is 1
     ev = q.signal()                        # RELEASE_MEM; ev.wait(timeout) in GPU cycles, None: no bound
     q.flush(); q.finish()
     dev.close()                            # or: with umd.open() as dev, with dev.queue() as q,

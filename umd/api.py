@@ -110,6 +110,41 @@ V3 = V2.derive(3, add={
 TABLES: dict[int, DispatchTable] = {1: V1, 2: V2, 3: V3}
 LATEST = max(TABLES)
 
+
+def _entry_points(kind: str) -> str:
+    """The calls of `kind` (Device, Queue) for its class's help(): they are its API version's
+    dispatch entries, not methods of the class, so help(umd.Queue) and help(q) listed no
+    write(), signal() or flush() at all (only seq_done and seq_of, the UMD's own helpers)."""
+    import inspect
+    import re
+
+    lines = []
+    for key, fn in TABLES[LATEST].entries.items():
+        if not key.startswith(kind + "."):
+            continue
+        sig = inspect.signature(fn)
+        params = [p for p in list(sig.parameters.values())[1:] if not p.name.startswith("_")]  # (self; the UMD's own)
+        shown = str(sig.replace(parameters=[p.replace(annotation=p.empty) for p in params],
+                                return_annotation=sig.empty))
+        doc = " ".join((inspect.getdoc(fn) or "").split("\n\n")[0].split())
+        doc = re.sub(r"^API v\d+(?: \(([^)]*)\))?: ", lambda m: f"{m.group(1)}: " if m.group(1) else "", doc)
+        depth, end = 0, len(doc)
+        for i, c in enumerate(doc):  # (its first sentence: up to a '.' or ';' outside parentheses)
+            depth += (c == "(") - (c == ")")
+            if c in ".;" and depth == 0 and doc[i + 1:i + 2] in ("", " ") and doc[i - 1:i] != ".":
+                end = i
+                break
+        since = min(v for v, t in TABLES.items() if key in t.entries)
+        lines.append(f"  {key.split('.', 1)[1]}{shown}: {doc[:end]}"
+                     + (f" (API v{since} on)" if since > 1 else ""))
+    return (f"\n\nIts calls (API version {LATEST}'s; an older version has fewer: umd.api's docstring; "
+            f"help() of one, e.g. help({kind[0].lower() if kind == 'Queue' else 'gpu'}.{'write' if kind == 'Queue' else 'alloc'}), "
+            f"says more):\n" + "\n".join(lines))
+
+
+for _cls in (rt.Device, queue.Queue):
+    _cls.__doc__ = (_cls.__doc__ or "").rstrip() + _entry_points(_cls._kind)
+
 # The names other runtimes give these calls (the C library's, CUDA's, OpenCL's): a call by
 # one of them is answered with the name this API uses.
 ALIASES = {"Queue.memset": "fill", "Queue.memcpy": "copy", "Queue.enqueue_copy": "copy",

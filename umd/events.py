@@ -29,6 +29,9 @@ from .winsys.ioctl import DRIVER_CLOSED
 POLL_CYCLES = 64
 
 _NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
+# (a queue whose close() gave up on its running job: it was _NEVER's "failed or was cancelled")
+_ABANDONED = ("the queue of this event was closed while the job carrying it still ran (close() gave up on it "
+              "after DEFAULT_TIMEOUT cycles): its signalled() turns True if it ends")
 
 class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
@@ -105,6 +108,8 @@ class Event(_Handle):
                 failed_jobs.check(q, "wait", upto=self._number)
             return True
         if q.closed:  # its close() finished what it could: this will never be signalled
+            if q.abandoned and not q.device.closed:  # (its job still runs and writes the page)
+                raise ValueError(f"wait: {_ABANDONED}")
             raise ValueError(f"wait: {_NEVER}")
         if self._seq is None and not self._lost and q.async_submit:
             if self._pending is None:

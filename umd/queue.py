@@ -134,6 +134,10 @@ def _fixed(name: str, keyword: str = ""):
 
 
 class Queue(_Dispatched):
+    """A command queue: `q = gpu.queue()` (a KMD context on a GPU ring, and its command
+    buffers). Its calls record commands; flush() submits them (so do finish(), an event's
+    wait() and close()), and only then does the GPU run them."""
+
     _kind = "Queue"
     _what = "a GPU context"
     # settings the app may change (checked), and what the queue is (read-only)
@@ -469,11 +473,11 @@ class Queue(_Dispatched):
             except UmdError as e:
                 errors.append(e)
                 break
-        found = None
+        found, done = None, True
         try:
             if self.async_submit:
                 self._drain()
-            found = failed_jobs.wait_last(self, DEFAULT_TIMEOUT, "close")[1]
+            done, found = failed_jobs.wait_last(self, DEFAULT_TIMEOUT, "close")
         except Exception:  # a dead queue still releases its context
             pass
         try:
@@ -481,6 +485,13 @@ class Queue(_Dispatched):
         except Exception:
             pass
         self.abandoned = self._still_running()
+        if self.abandoned and not done:
+            # (it returned as if its work were done: the app's last commands, maybe never run,
+            # and its events' wait() said the work "failed or was cancelled")
+            errors.append(GpuTimeout(
+                f"close: queue (context {self.ctx_id}) not idle after {DEFAULT_TIMEOUT} cycles: closed all the "
+                f"same, its last job (seqno {self.last_seq:#x}) still running: finish(timeout) before close() waits "
+                "longer; its events' signalled() turns True if it ends"))
         self.ws.ctx_free(self.ctx_id)
         if not self.abandoned:
             # every job has ended or will never run (its context reset): the IBs of those still
@@ -691,6 +702,7 @@ def _finish(self: Queue, timeout: int, call: str, own: str = "") -> None:
 def queue_close(self: Queue) -> None:
     """Submit what the queue recorded, wait for its work (DEFAULT_TIMEOUT cycles), release its
     context; its events still answer. Errors the app was not told of yet (a refused flush, a
-    failed job) are raised once it is closed; a second close() does nothing. `with
-    gpu.queue() as q:` closes it at the end."""
+    failed job) are raised once it is closed, and GpuTimeout when its last job still runs
+    after those cycles (closed all the same: the job runs on); a second close() does
+    nothing. `with gpu.queue() as q:` closes it at the end."""
     self._close()

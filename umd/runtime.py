@@ -13,6 +13,7 @@ its transfers (fill, copy, upload, download) in umd/transfer.py.
 from __future__ import annotations
 
 import atexit
+import difflib
 import errno
 import functools
 import operator
@@ -95,6 +96,22 @@ class _Handle:
     def __reduce_ex__(self, protocol):
         raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """An app's misspelt setting (`q.flush_treshold = 1`, `q.max_in_flight = 4`) was a new
+        attribute nobody reads: the queue went on with its own, silently. A new attribute the
+        app sets whose name is that close to one the object has is refused, naming it; any
+        other (an app's own note on a buffer: `buf.name = "weights"`) is taken as ever."""
+        if name.startswith("_") or name in self.__dict__ or hasattr(type(self), name) \
+                or sys._getframe(1).f_globals.get("__name__", "").partition(".")[0] == "umd":
+            object.__setattr__(self, name, value)
+            return
+        known = [n for n in dir(self) if not n.startswith("_")]
+        close = [] if name in known else difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close:  # (an entry point, `q.write = ...`, is replaced as before)
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: did you mean {close[0]}? (set as "
+                                 f"{name!r}, nothing would read it)")
+        object.__setattr__(self, name, value)
+
 
 def fixed(kind: str, name: str, how: str = "") -> property:
     """An attribute set when the object is made and read-only after (kept as `_<name>`):
@@ -111,7 +128,8 @@ def record(kind: str, name: str, what: str) -> property:
     was taken, and the next ev.wait() waited for another submission."""
     def refuse(self, v) -> None:
         raise AttributeError(f"{kind}.{name} is the UMD's own record ({what}): read-only")
-    return property(operator.attrgetter("_" + name), refuse)
+    # (its doc: help(umd.Event) showed operator.attrgetter's own for each such attribute)
+    return property(operator.attrgetter("_" + name), refuse, doc=f"{what} (read-only: the UMD's own record)")
 
 
 # ---------------------------------------------------------------------------- dispatch
@@ -298,11 +316,13 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
                  zero: bool = True, _owner: Any = None) -> "Buffer":
     """A buffer of `size` bytes in "gtt" or "vram" at a GPU virtual address (`gpu_addr`),
     zero-filled unless zero=False. `alignment` aligns `gpu_addr`: 0 (the default: a page,
-    4 KiB) or a power of two up to the largest the device's VA range holds an address at
-    (`gpu.memory().va` is the range; 512 MiB with the KMD's default VM); any other value is a one-line
-    ValueError (TypeError when it is not an int) naming that bound. Small buffers are carved
-    from slabs and freed ones are reused (umd/winsys/pool.py) unless the device was opened
-    with pools=False."""
+    4 KiB, for a buffer of its own; a small one, 16 KiB or less, carved from a slab, is
+    aligned to its size rounded up to a power of two, at least 256 bytes: alloc(64) is at a
+    multiple of 256, not of a page) or a power of two up to the largest the device's VA range
+    holds an address at (`gpu.memory().va` is the range; 512 MiB with the KMD's default VM);
+    any other value is a one-line ValueError (TypeError when it is not an int) naming that
+    bound. Small buffers are carved from slabs and freed ones are reused (umd/winsys/pool.py)
+    unless the device was opened with pools=False (then every buffer is a page-aligned BO)."""
     size = _index("alloc", "size", size)
     if size <= 0:
         raise ValueError(f"alloc: size must be > 0, not {size}")

@@ -229,6 +229,11 @@ def no_app_file(target: str) -> str:
     """Why the APP.py `target`, which is no file, cannot run (one line): not there, or a folder."""
     if _is_dir(target):
         return f"{target} is a folder, not an app: give the .py file to run"
+    # `examples.hello.py`: a module's name with the file's .py (as `python -m x.py` is refused)
+    name = target[:-3] if target.endswith(".py") else ""
+    if "." in name and "/" not in name and os.sep not in name and _is_file(name.replace(".", "/") + ".py"):
+        return (f"no app at {target}: a module is named without .py ({name}), a file with its folders "
+                f"({name.replace('.', '/')}.py)")
     return f"no app at {target}"
 
 
@@ -294,6 +299,9 @@ def load_main(target: str) -> Callable[[], Any]:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):  # (its coroutine was the exit status)
         raise AppNotFound(f"its {func}() is async (a coroutine function): gpucosim calls {func}() and does not "
                           f"await it; make it a plain def")
+    if inspect.isgeneratorfunction(fn):  # (its generator was the exit status: none of main's body ran)
+        raise AppNotFound(f"its {func}() is a generator function (it has a yield): gpucosim calls {func}(), which "
+                          f"runs none of its body; make it a plain def (return, not yield)")
     return fn
 
 # The project's own packages: an app's traceback on stderr leaves out their frames (the

@@ -41,7 +41,10 @@ def default_build_dir() -> Path:
 
 class _AppArgv(list):
     """The app's sys.argv, which remembers whether the app looked past argv[0] (argparse
-    names its program after argv[0] alone)."""
+    names its program after argv[0] alone). Every way of reading a list counts, and taking
+    an argument off it: `print(sys.argv)`, `sys.argv.copy()`, `sys.argv.pop(1)` and
+    `sys.argv == [...]` were not seen, and an app that had read its arguments so ended
+    with "reads no arguments", exit status 2 (_READS)."""
 
     read = False
 
@@ -50,17 +53,30 @@ class _AppArgv(list):
             self.read = True
         return super().__getitem__(i)
 
-    def __iter__(self):
+    def __radd__(self, other):  # (`[...] + sys.argv`: list's own __add__ reads it without a call of ours)
         self.read = True
-        return super().__iter__()
+        return NotImplemented
 
-    def __len__(self):
-        self.read = True
-        return super().__len__()
 
-    def __contains__(self, x):
+# list's methods that read its items or take them off (not append, extend, insert, which add)
+_READS = ("__iter__", "__len__", "__contains__", "__repr__", "__reversed__", "__eq__", "__ne__", "__lt__",
+          "__le__", "__gt__", "__ge__", "__add__", "__mul__", "__rmul__", "__iadd__", "__imul__", "__setitem__",
+          "__delitem__", "copy", "pop", "index", "count", "remove", "clear", "sort", "reverse")
+
+
+def _reading(name: str):
+    method = getattr(list, name)
+
+    def read(self, *args, **kwargs):
         self.read = True
-        return super().__contains__(x)
+        return method(self, *args, **kwargs)
+
+    read.__name__ = read.__qualname__ = name
+    return read
+
+
+for _name in _READS:
+    setattr(_AppArgv, _name, _reading(_name))
 
 
 def unknown_arguments(opts: "RunOptions") -> str:

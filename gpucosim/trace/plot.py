@@ -189,6 +189,9 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
         raise PlotError(f"cannot read {trace}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise PlotError(f"{trace} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except UnicodeDecodeError as e:  # (it said "cannot read F: 'utf-8' codec can't decode byte 0xfc in ...")
+        raise PlotError(f"{trace} is not a JSON trace: byte {e.start} is not UTF-8 text (plot the file "
+                        "`gpucosim run APP --trace FILE` wrote)") from None
     except ValueError as e:
         raise PlotError(f"cannot read {trace}: {e}") from None
     names, evs = _events(data, trace)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from spec import packets
 from spec import vm as vm_spec
+from spec.sdma import packets as sdma_packets
 
 from .. import regs
 
@@ -34,6 +35,12 @@ class CpErrorState:
     # why vm_status is None, when it is not the SDMA's (CP queue 1's fault while queue 0's held
     # the shared VM_FAULT_STATUS)
     unlatched: str = ""
+    # the SDMA's: OPCODE is SDMA_ERROR.OP and names a packet of spec/sdma/packets.py with
+    # SUB_OP (it was looked up in the CP's table: "bad COUNT in opcode 0x0" for the SDMA's
+    # NOP, "unsupported field value in opcode 0x1" for a COPY_LINEAR, and an illegal OP 0
+    # with a SUB_OP called "illegal packet header (type 0/1)", a PM4 header the SDMA has not)
+    sdma: bool = False
+    sub_op: int = 0
 
     @classmethod
     def from_regs(cls, value: int, addr: int, offset: int, vm_status: int | None = 0) -> "CpErrorState":
@@ -56,6 +63,11 @@ class CpErrorState:
 
     @property
     def opcode_name(self) -> str | None:
+        if self.sdma:
+            if (self.opcode, self.sub_op) == (0, 0) and self.code not in (CpError.BAD_COUNT, CpError.UNSUPPORTED):
+                return None  # (OP 0: a NOP, or a header that was not read: a fault, a bus or doorbell error)
+            s = sdma_packets.by_op.get((self.opcode, self.sub_op))
+            return s.name if s else None
         p = packets.by_opcode.get(self.opcode)
         return p.name if p else None
 
@@ -63,9 +75,12 @@ class CpErrorState:
         """The error itself, without place or owner. `vmid`: the VMID the job in hand ran with,
         for an SDMA VM fault (the engine latches none; the driver wrote it in the job's IB
         packet)."""
-        name = self.opcode_name or f"opcode {self.opcode:#x}"
+        sub = f" SUB_OP {self.sub_op:#x}" if self.sdma and self.sub_op else ""
+        name = self.opcode_name or f"opcode {self.opcode:#x}{sub}"
         code = self.code
         if code == CpError.ILLEGAL_OPCODE:
+            if self.sdma:
+                return f"illegal opcode {self.opcode:#x}{sub}"
             return f"illegal opcode {self.opcode:#x}" if self.opcode else "illegal packet header (type 0/1)"
         if code == CpError.BAD_COUNT:
             return f"bad COUNT in {name}"

@@ -12,6 +12,7 @@ TRAP (sdma_v4_0_ring_emit_fence); the ring test (Ring.test_ring) writes 0xDEADBE
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from spec import sdma
@@ -53,13 +54,15 @@ class SdmaRing(Ring):
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
 
     def read_error(self) -> CpErrorState:
-        """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE)."""
+        """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE, with
+        SUB_OP: packets named from the SDMA's table)."""
         m = self.kmd.mmio
         e = regs.SDMA_ERROR.decode(m.read(regs.SDMA_ERROR))
-        return CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
-                                      | regs.CP_ERROR.OPCODE.put(e["OP"]),
-                                      m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
-                                      m.read(regs.SDMA_ERROR_OFFSET), None)  # (VM_FAULT_STATUS is the CP's)
+        state = CpErrorState.from_regs(regs.CP_ERROR.CODE.put(e["CODE"]) | regs.CP_ERROR.LEVEL.put(e["LEVEL"])
+                                       | regs.CP_ERROR.OPCODE.put(e["OP"]),
+                                       m.read64(regs.SDMA_ERROR_ADDR_LO, regs.SDMA_ERROR_ADDR_HI),
+                                       m.read(regs.SDMA_ERROR_OFFSET), None)  # (VM_FAULT_STATUS is the CP's)
+        return replace(state, sdma=True, sub_op=e["SUB_OP"])
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, rptr_wb_index: int, scratch_index: int):
         super().__init__(kmd, gpu_addr, log2_dw, 16, rptr_wb_index, scratch_index)

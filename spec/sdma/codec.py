@@ -308,7 +308,9 @@ def describe(item: Packet | Malformed, *, verbose: bool = False, max_data: int =
     """One line: `COPY_LINEAR  dst=0x00200000 src=0x00100000 byte_count=4096`."""
     if isinstance(item, Malformed):
         if item.problem is Problem.UNKNOWN_OPCODE:
-            return f"UNKNOWN op={item.op} sub_op={item.sub_op}"
+            # (hex, as the PM4 listing's op= and SDMA_ERROR's OP and SUB_OP beside it in a crash
+            # report, and the KMD's "illegal opcode 0xff": the listing said op=255)
+            return f"UNKNOWN op={item.op:#04x} sub_op={item.sub_op:#04x}"
         return f"TRUNCATED {item.name}: needs {item.needed} dwords, {item.available} left"
     p, args, words, done = item.defn, item.args, [], set()
     for f in p.fields:

@@ -39,6 +39,25 @@ def test_what(code, opcode, what):
     assert CpErrorState(code, 1, opcode, 0x5000, 0).what() == what
 
 
+@pytest.mark.parametrize("code, op, sub_op, what", [
+    (CpError.BAD_COUNT, 0, 0, "bad COUNT in NOP"),
+    (CpError.UNSUPPORTED, 1, 0, "unsupported field value in COPY_LINEAR"),
+    (CpError.BAD_COUNT, 2, 0, "bad COUNT in WRITE_LINEAR"),
+    (CpError.ILLEGAL_OPCODE, 0xF0, 0xFF, "illegal opcode 0xf0 SUB_OP 0xff"),
+    (CpError.ILLEGAL_OPCODE, 1, 1, "illegal opcode 0x1 SUB_OP 0x1"),  # (AMD's COPY_TILED: not this SDMA's)
+    (CpError.ILLEGAL_OPCODE, 0, 0x10, "illegal opcode 0x0 SUB_OP 0x10"),
+    (CpError.ILLEGAL_OPCODE, 0x7B, 0, "illegal opcode 0x7b"),
+    (CpError.BUS_SLVERR, 0xB, 0, "bus error SLVERR at address 0x5000 in CONSTANT_FILL"),
+    (CpError.BUS_SLVERR, 0, 0, "bus error SLVERR at address 0x5000"),  # (OP 0: a header not read, no NOP)
+    (CpError.BAD_COUNT, 0x37, 0, "bad COUNT in opcode 0x37"),  # (WRITE_DATA's opcode: no SDMA packet)
+])
+def test_what_of_the_sdma(code, op, sub_op, what):
+    """SDMA_ERROR's OP was looked up in the CP's packet table and its SUB_OP dropped: "bad
+    COUNT in opcode 0x0" for the SDMA's NOP, "unsupported field value in opcode 0x1" for a
+    COPY_LINEAR, "illegal packet header (type 0/1)" (a PM4 header kind) for OP 0 with a SUB_OP."""
+    assert CpErrorState(code, 1, op, 0x5000, 0, None, sdma=True, sub_op=sub_op).what() == what
+
+
 def test_nesting_names_the_device_limit():
     s = CpErrorState(CpError.IB_NESTING, 2, IB, 0x5000, 0)
     assert s.what(2) == "INDIRECT_BUFFER nested deeper than the 2 IB levels"

@@ -118,7 +118,7 @@ def test_listing_and_cli():
     lines = sdma.disassemble(words, 0x1000)
     assert lines == ["0x1000: 00000001  COPY_LINEAR  byte_count=4096 src=0x00100000 dst=0x00200000",
                      "0x101c: 00020000  NOP  n_payload=2",
-                     "0x1028: 23decd3d  UNKNOWN op=61 sub_op=205"]
+                     "0x1028: 23decd3d  UNKNOWN op=0x3d sub_op=0xcd"]  # (hex: it said op=61 sub_op=205)
     out = subprocess.run([sys.executable, "-m", "gpucosim", "disasm", "--sdma", "-x",
                           *(f"{w:x}" for w in sdma.fence(0x40, 5) + sdma.trap(int_context=9))],
                          capture_output=True, text=True, check=True).stdout

@@ -340,7 +340,12 @@ class MemoryManager:
         if slab is None:
             entry = 1 << order
             created = self.n["created"]
-            backing = self.bo(min(max(SLAB_BYTES, 32 * entry), SLAB_MAX_BYTES), domain, entry)
+            try:
+                backing = self.bo(min(max(SLAB_BYTES, 32 * entry), SLAB_MAX_BYTES), domain, entry)
+            except OutOfMemory:
+                # no room for a new slab: the request gets a BO of its own, which may fit (alloc(64)
+                # with 76 KiB free was "alloc: no device memory for 0x10000 bytes", the slab's size)
+                return None
             self._fresh[id(backing)] = self.n["created"] != created  # a new BO: the kernel zeroed it
             slab = _Slab(backing, entry, list(range(backing.size - entry, -1, -entry)))
             group.append(slab)

@@ -19,6 +19,10 @@ from .cli_helpers import ROOT, gpucosim, usage_error
 def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run") == "gpucosim run: error: the following arguments are required: APP"
     assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    # a module's name with the file's .py: said which two ways there are (it was "no app at" alone)
+    assert usage_error(capsys, "run", "examples.hello.py", "--sim", "model") == (
+        "gpucosim run: error: no app at examples.hello.py: a module is named without .py (examples.hello), a file "
+        "with its folders (examples/hello.py)")
     # a folder where the app was meant: said so (it was "no app at", or "no module named")
     (tmp_path / "apps.py").mkdir()
     assert usage_error(capsys, "run", str(tmp_path / "apps.py"), "--sim", "model") == (
@@ -62,7 +66,9 @@ def test_run_errors(capsys, tmp_path):
         "gpucosim run: error: --kmd: KMD parameter job_timeout must be an int in [1, 4611686018427387904], not 0")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", "ioctl=loud") == (
         "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
-    for spec in ("ioctl", "ioctl:info"):  # (a module where a level goes was "unknown log level 'ioctl'")
+    # (a module where a level goes was "unknown log level 'ioctl'"; `all`, which the modules' list
+    # offers as a module, too)
+    for spec in ("ioctl", "ioctl:info", "all"):
         assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", spec) == (
             f"gpucosim run: error: --log: {spec!r}: give a module its level as MODULE=LEVEL (ioctl=info), "
             "or one level for all (debug, info, warning, error)")
@@ -250,6 +256,17 @@ def test_app_arguments_reach_an_app_that_may_read_them(tmp_path):
     r = gpucosim("run", str(tmp_path / "lazy.py"), "--sim", "model", "--bogus")
     assert r.returncode == 2 and "lazy ran" in r.stdout, r.stderr
     assert r.stderr.splitlines()[-1].startswith("gpucosim run: error: neither gpucosim nor the app knows --bogus (")
+
+
+@pytest.mark.parametrize("reads", ["print('args:', sys.argv)", "args = sys.argv.copy(); print('args:', args)",
+                                   "print('args:', sys.argv.pop())", "print('args:', sys.argv == ['x', '--n'])"])
+def test_an_app_that_reads_its_arguments_is_not_told_it_reads_none(tmp_path, reads):
+    """A script that printed its sys.argv, copied it, popped an argument off it or compared
+    it ran to its end and was then told "neither gpucosim nor the app knows --n (... reads no
+    arguments ...)", exit status 2: only iterating, len(), `in` and indexing were seen."""
+    (tmp_path / "args.py").write_text(f"import sys\n{reads}\n")
+    r = gpucosim("run", str(tmp_path / "args.py"), "--sim", "model", "--n")
+    assert r.returncode == 0 and "args:" in r.stdout and "neither gpucosim" not in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------------------ run / sim on the model

@@ -94,6 +94,18 @@ def test_an_async_main_is_refused_in_one_line(tmp_path):
         f"main() and does not await it; make it a plain def"], r.stderr
 
 
+def test_a_generator_main_is_refused_in_one_line(tmp_path):
+    """A main() with a yield in it: calling it ran none of its body, and the generator it
+    returned was printed as `<generator object main at 0x...>`, exit 1: the app's work
+    silently never done."""
+    app = tmp_path / "gen.py"
+    app.write_text("import umd\n\ndef main():\n    gpu = umd.open()\n    yield gpu\n")
+    r = gpucosim("run", str(app), "--sim", "model")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        f"gpucosim: cannot load app {str(app)!r}: its main() is a generator function (it has a yield): gpucosim "
+        f"calls main(), which runs none of its body; make it a plain def (return, not yield)"], r.stderr
+
+
 def test_an_interrupted_run_still_writes_its_timeline(tmp_path):
     """Ctrl-C (here a KeyboardInterrupt of the app's own) on the model: the timeline of what
     ran was lost (the RTL's launcher writes it in a finally; the model's did not)."""

@@ -494,6 +494,18 @@ def test_plot_refuses_json_that_is_not_a_trace(capsys, tmp_path, text, message):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_plot_names_a_binary_file_as_no_trace(capsys, tmp_path):
+    """A binary file given as the trace (a gzipped one, a waveform, a crash dump's neighbour)
+    said "cannot read F: 'utf-8' codec can't decode byte 0x8b in position 1: invalid start
+    byte": Python's decoder, and nothing of what to give instead."""
+    bad = tmp_path / "t.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00\xfc\x00")
+    assert usage_error(capsys, "plot", str(bad), "-o", str(tmp_path / "x.png")) == (
+        f"gpucosim plot: error: {bad} is not a JSON trace: byte 1 is not UTF-8 text (plot the file "
+        "`gpucosim run APP --trace FILE` wrote)")
+    assert not (tmp_path / "x.png").exists()
+
+
 @pytest.mark.parametrize("window", [("--from", "nan"), ("--to", "inf"), ("--from=-inf",), ("--to", "NaN")])
 def test_plot_refuses_a_window_that_is_no_finite_cycle(capsys, tmp_path, window):
     """nan and inf are floats to argparse: matplotlib raised its "Axis limits cannot be NaN or

@@ -47,3 +47,28 @@ def test_the_pools_table_is_what_pools_py_gives_on_the_model():
         assert row in doc, row
     on, off = runs
     assert f"× fewer ioctls on the RTL,\n{off.ioctls / on.ioctls:.0f}× on the model;" in doc
+
+
+def test_memcpys_version_1_copy_moves_more_than_one_packet():
+    """memcpy.py's docstring: under API version 1 the app builds DMA_DATA itself
+    (record_copy, the code a reader copies). It split a copy into packets of 2 MiB - 4 bytes
+    ("BYTE_COUNT is 21 bits"), twice the engine's 1 MiB limit: any copy above 1 MiB was a
+    SubmitError, "BYTE_COUNT 2097148 is over the DMA engine's limit of 1048576 bytes"."""
+    import numpy as np
+
+    import umd
+    from examples import memcpy
+
+    kmd_model.bind(RefModel())
+    try:
+        gpu = umd.open(api_version=1)
+        n = (3 << 20) + 12
+        src, dst = gpu.alloc(n, "vram"), gpu.alloc(n, "vram")
+        src.map()[:n] = np.arange(n, dtype=np.uint32).astype(np.uint8)
+        q = gpu.queue()
+        memcpy.record_copy(q, dst, 0, src, 0, n)
+        q.finish()
+        assert np.array_equal(dst.map()[:n], src.map()[:n])
+        gpu.close()
+    finally:
+        kmd_model.unbind()

@@ -160,7 +160,7 @@ def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, 
         assert "SDMA_STATUS = " in text and "CP_ERROR = " not in text
         assert "== sdma0 ring ==" in text
         assert "the copy engine (sdma0) is at level IB1, packet header at 0x" in text, text
-        assert "UNKNOWN op=255 sub_op=0   <-- the packet in hand" in text, text
+        assert "UNKNOWN op=0xff sub_op=0x00   <-- the packet in hand" in text, text
         assert "BAD TYPE" not in text, text
     else:
         assert "CP_HQD1_ERROR = 0x007b0101: CODE=ILLEGAL_OPCODE (1) LEVEL=IB1 (1) OPCODE=0x7b" in text, text
@@ -174,7 +174,7 @@ def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, 
     listed = subprocess.run([sys.executable, "-m", "gpucosim", "disasm", str(report)], cwd=ROOT, capture_output=True,
                             text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
-    assert ("UNKNOWN op=255 sub_op=0" if ring == "sdma0" else "UNKNOWN op=0x7b") in listed.stdout, listed.stdout
+    assert ("UNKNOWN op=0xff sub_op=0x00" if ring == "sdma0" else "UNKNOWN op=0x7b") in listed.stdout, listed.stdout
     if ring == "sdma0":  # (the PM4 listing after a bad header is out of step: its COUNT is garbage)
         assert "BAD TYPE" not in listed.stdout, listed.stdout
 

@@ -389,7 +389,8 @@ def test_an_event_of_a_failed_job_raises_rather_than_time_out():
         c.finish()
     c.write(buf, 0, 9)
     c.finish()  # the queue runs on: its fence passes the failed job's seqno
-    with pytest.raises(umd.GpuError, match=r"^GPU error: illegal opcode 0xf0 at IB\+0x0 \(0x[0-9a-f]+\), sdma0"):
+    with pytest.raises(umd.GpuError, match=r"^GPU error: illegal opcode 0xf0 SUB_OP 0xff at IB\+0x0 \(0x[0-9a-f]+\), "
+                                          r"sdma0"):
         lost.wait()
     hi = gpu.queue(priority="high")
     ok = hi.timestamp()
@@ -414,6 +415,26 @@ def test_an_event_of_a_failed_job_raises_rather_than_time_out():
     with pytest.raises(umd.GpuError, match=r"^GPU error: illegal opcode 0x7b at IB\+0x0 \(0x[0-9a-f]+\), context "):
         gone.wait()
     assert buf.u32[2] == 7
+    gpu.close()
+
+
+def test_a_copy_queues_bad_packet_is_named_from_the_sdmas_table():
+    """A copy queue's bad packet was named from the CP's PM4 table by the SDMA's OP: a NOP
+    whose COUNT ran past its IB was "bad COUNT in opcode 0x0", a COPY_LINEAR with TMZ set
+    "unsupported field value in opcode 0x1", and an SDMA fault in a WRITE_LINEAR's write named
+    no packet. Each names its SDMA packet now (the error's opcode_name too)."""
+    gpu = _gpu(KmdParams(ban_after_hangs=10))
+    buf = gpu.alloc(64)
+    q = gpu.queue(engine="copy")
+    tmz = sdma.copy_linear(buf.gpu_addr + 32, buf.gpu_addr, 16)
+    tmz[0] |= 1 << 18  # TMZ: unsupported here
+    for dwords, what in (([0x0010_0000], "bad COUNT in NOP"), (tmz, "unsupported field value in COPY_LINEAR"),
+                         (sdma.write_linear(_UNMAPPED, [1]), f"VM fault at {_UNMAPPED:#x} in WRITE_LINEAR (VMID ")):
+        q.emit_raw(dwords)
+        with pytest.raises(umd.GpuError) as ei:
+            q.finish()
+        assert str(ei.value).startswith(f"GPU error: {what}"), str(ei.value)
+        assert ei.value.opcode_name == what.split(" in ")[1].split()[0]
     gpu.close()
 
 

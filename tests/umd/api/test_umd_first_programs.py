@@ -394,6 +394,114 @@ def test_every_entry_point_says_what_it_does():
             assert len((fn.__doc__ or "").split()) >= 5, f"API v{table.version} {key}() has no docstring"
 
 
+@pytest.mark.parametrize("closing", ["queue", "device"])
+def test_a_close_that_gives_up_on_a_running_job_says_so(closing):
+    """A queue whose job still ran when its close() had waited DEFAULT_TIMEOUT cycles (here a
+    wait_mem on a flag the app sets later; the job timer raised for a slow job) was closed
+    without a word, as if its work were done: the app's last write had not run, and its
+    event's wait() said the work "failed or was cancelled" while it still ran. close() (and
+    Device.close(), after closing everything) raises GpuTimeout naming the running job."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    gpu = umd.open()
+    flag, out = gpu.alloc(64), gpu.alloc(64)
+    q = gpu.queue()
+    q.wait_mem(flag, 0, 1)
+    q.write(out, 0, 0x55)
+    ev = q.signal()
+    q.flush()
+    with pytest.raises(umd.GpuTimeout) as ei:
+        q.close() if closing == "queue" else gpu.close()
+    assert str(ei.value) == (
+        "close: queue (context 1) not idle after 2000000 cycles: closed all the same, its last job (seqno 0x1) still "
+        "running: finish(timeout) before close() waits longer; its events' signalled() turns True if it ends")
+    assert q.closed and not ev.signalled()
+    if closing == "queue":
+        _raises(ValueError, "wait: the queue of this event was closed while the job carrying it still ran (close() "
+                "gave up on it after DEFAULT_TIMEOUT cycles): its signalled() turns True if it ends", ev.wait)
+        flag.u32[0] = 1
+        assert kmd_model.bound().wait_for(ev.signalled, 1_000_000) and int(out.u32[0]) == 0x55
+        gpu.close()  # (nothing left running: no error)
+    assert gpu.closed
+
+
+def test_a_misspelt_setting_is_refused_not_ignored():
+    """`q.flush_treshold = 1` (or max_in_flight, a Buffer's gpuaddr) made a new attribute nobody
+    reads: the queue went on flushing at its own threshold, and the app never knew. A new name
+    that close to one the object has is an AttributeError naming it; an app's own notes on its
+    objects (`buf.name = ...`) and a replaced entry point are taken as before."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    _raises(AttributeError, "Queue has no attribute 'flush_treshold': did you mean flush_threshold? (set as "
+            "'flush_treshold', nothing would read it)", setattr, q, "flush_treshold", 1)
+    _raises(AttributeError, "Queue has no attribute 'max_in_flight': did you mean max_inflight? (set as "
+            "'max_in_flight', nothing would read it)", setattr, q, "max_in_flight", 4)
+    _raises(AttributeError, "Device has no attribute 'api_versoin': did you mean api_version? (set as "
+            "'api_versoin', nothing would read it)", setattr, gpu, "api_versoin", 1)
+    assert q.flush_threshold == 64 and q.max_inflight == 32
+    buf.name, gpu.note = "weights", 1
+    q.flush_threshold = 1  # (the setting itself, as ever)
+    q.write(buf, 0, 5)  # (flushed at once: the threshold is 1)
+    assert q.last_seq is not None
+    gpu.close()
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_the_default_alignment_is_what_alloc_says(pools):
+    """alloc's docstring said the default alignment, 0, is "a page, 4 KiB": a small buffer,
+    carved from a slab, is at a multiple of its entry's size (256 bytes for alloc(64)). The
+    docstring says which, and each buffer is where it says (pools=False: every one a page)."""
+    import inspect
+
+    kmd_model.bind(RefModel())
+    gpu = umd.open(pools=pools)
+    doc = " ".join(inspect.getdoc(gpu.alloc).split())
+    assert "a small one, 16 KiB or less, carved from a slab, is aligned to its size rounded up to a power of two, " \
+           "at least 256 bytes" in doc
+    for n in (1, 64, 300, 4096, 5000, 16384, 16385, 70000):
+        b = gpu.alloc(n)
+        want = max(256, 1 << (n - 1).bit_length()) if pools and n <= 16384 else 4096
+        assert b.gpu_addr % want == 0 and (b.slab is not None) == (pools and n <= 16384), (n, hex(b.gpu_addr))
+    gpu.close()
+
+
+def test_the_umd_docstrings_example_runs():
+    """help(umd)'s first lines are the example a newcomer copies: it waited on `flag`, a name
+    it never made (NameError; made as a buffer of its own, nothing wrote it: the job timer's
+    GpuError). It runs as written now, after binding a device."""
+    kmd_model.bind(RefModel())
+    lines = umd.__doc__.split("\n\n")[1].splitlines()
+    code = "\n".join(line[4:].split("  #")[0] for line in lines)
+    space: dict = {}
+    exec(code, space)
+    assert space["ev"].signalled() and space["buf"].freed and space["dev"].closed
+
+
+def test_help_of_a_queue_and_a_device_lists_their_calls():
+    """help(umd.Queue) and help(q), where a newcomer looks for what a queue can do, listed no
+    write(), signal() or flush() (the calls are the API version's dispatch entries, not the
+    class's methods): only seq_done and seq_of, and Queue had no docstring at all. help(umd.Event)
+    showed operator.attrgetter's own docstring under each of its recorded attributes."""
+    import pydoc
+
+    def text(obj):
+        return " ".join(pydoc.render_doc(obj, renderer=pydoc.plaintext).split())
+
+    q_help, dev_help, ev_help = text(umd.Queue), text(umd.Device), text(umd.Event)
+    for call in ("write(buf, offset, data): Record WRITE_DATA packets", "signal(): An event the GPU signals",
+                 "flush(): Submit what was recorded (one CS ioctl)", "finish(timeout=2000000): Flush, then wait",
+                 "copy(dst, dst_offset, src, src_offset, size): Device → device: copy `size` bytes (any alignment) "
+                 "(API v2 on)", "wait_mem(buf, offset, ref, *, mask=4294967295, compare='==', poll_interval=16): "
+                 "GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref (WAIT_REG_MEM; "
+                 "unsigned compare: always, <, <=, ==, !=, >=, >)", "A command queue: `q = gpu.queue()`"):
+        assert call in q_help, call
+    for call in ("alloc(size, domain='gtt', *, alignment=0, zero=True): A buffer of `size` bytes", "queue(*, ",
+                 "close(): Close every queue"):
+        assert call in dev_help, call
+    assert "_owner" not in dev_help
+    assert "attrgetter" not in ev_help and "attrgetter" not in text(umd.Buffer)
+    assert "seq | the seqno of the submission carrying it, once its queue flushed it (read-only" in ev_help
+
+
 @pytest.mark.parametrize("ending, says", [
     ("", "umd: the program ended with 2 commands of <umd.Queue ctx 1 api v3> recorded and never submitted: the GPU "
          "never ran them (flush(), finish() or close() submits; the first Queue.write() #1)"),

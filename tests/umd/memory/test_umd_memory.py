@@ -492,7 +492,9 @@ def test_a_queue_closed_with_its_job_still_running_keeps_what_the_job_uses():
     q.flush()
     data.free()
     page = q.qbo.gpu_addr
-    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    with pytest.raises(umd.GpuTimeout, match=r"^close: queue \(context 1\) not idle after 2000000 cycles: "
+                       r"closed all the same, its last job \(seqno 0x1\) still running"):
+        q.close()  # gives up after DEFAULT_TIMEOUT cycles (it said nothing): the job still runs
     assert q.closed
     fresh = [gpu.alloc(256) for _ in range(64)] + [gpu.alloc(4096) for _ in range(8)]
     spans = [(b.gpu_addr, b.gpu_addr + b.size) for b in fresh]
@@ -597,7 +599,9 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     q.wait_mem(flag, 0, 1)  # the job holds here until the app lets it go
     q.write(data, 0, [0xDEAD] * 64)
     q.flush()
-    q.close()  # gives up after DEFAULT_TIMEOUT cycles: the job still runs
+    with pytest.raises(umd.GpuTimeout, match=r"^close: queue \(context 1\) not idle after 2000000 cycles: "
+                       r"closed all the same, its last job \(seqno 0x1\) still running"):
+        q.close()  # gives up after DEFAULT_TIMEOUT cycles (it said nothing): the job still runs
     assert q.closed and q.abandoned
     data.free()  # after the close
     fresh = [gpu.alloc(256) for _ in range(64)]
@@ -609,6 +613,27 @@ def test_a_buffer_freed_after_its_queue_gave_up_waits_for_the_queues_running_job
     other.finish()
     run_device(kmd)
     assert all(int(v) == 0 for b in fresh for v in b.u32[:4])  # nothing of the job landed in them
+    gpu.close()
+
+
+def test_a_small_buffer_fits_where_a_new_slab_does_not():
+    """With less free GTT than a new slab takes (here 64 KiB free, a 4 KiB entry's slab is
+    128 KiB), alloc(4096) was OutOfMemory "alloc: no device memory for 0x20000 bytes": a size
+    the app never asked for, with the memory it did ask for free. The request gets a BO of its
+    own then; when not even that fits, the error names the app's size."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open()
+    hold = []
+    while (free := gpu.memory().gtt.largest_free) >= (128 << 10):
+        hold.append(gpu.alloc(max(free - (64 << 10), 32 << 10)))
+    assert gpu.memory().gtt.largest_free == 64 << 10
+    small = [gpu.alloc(4096), gpu.alloc(16384), gpu.alloc(8192)]  # (no slab of theirs fits)
+    assert all(b.slab is None for b in small) and all(int(b.u32[0]) == 0 for b in small)
+    with pytest.raises(umd.OutOfMemory, match=r"^alloc: no device memory for 0x3000 bytes \(ENOMEM: "):
+        for _ in range(64):  # (till GTT has no 12 KiB left: its slab would be 256 KiB, named as that)
+            small.append(gpu.alloc(12288))
+    for b in small:
+        b.free()
     gpu.close()
 
 
