@@ -22,7 +22,7 @@ setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The me
 one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
 seqno); only an EIO from below, a TLB flush or a reset that failed, comes after the change
 (a GEM_CLOSE still closes, as close(2) reports EIO). The errnos are amdgpu's for the same
-mistake unless said otherwise (tests/kmd/test_kmd_uapi_contract.py holds each):
+mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds each):
 
 - EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
   integer goes; numpy integers are integers; a handle or context id of the wrong type is

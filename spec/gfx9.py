@@ -3,7 +3,7 @@
 The packet table (spec/packets.py), the register map (spec/regs.rdl) and the IH entry
 (spec/ih.py) follow gfx9 (Vega, soc15) field for field: the encodings amdgpu's
 gfx_v9_0.c, vega10_ih.c and Mesa's winsys emit run here as they do on AMD's CP
-(tests/spec/amd_dwords.py holds those dwords, tests/spec/test_amd_conformance.py runs them). What remains different is listed
+(tests/spec/amd/amd_dwords.py holds those dwords, tests/spec/amd/test_amd_conformance.py runs them). What remains different is listed
 here, once; docs/packets.md and docs/hardware.md show this table (`make gen`).
 """
 

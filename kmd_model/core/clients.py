@@ -185,7 +185,7 @@ class ClientsMixin:
         memory, it gave a client any dword of the pool, other clients' IB copies (their
         WRITE_DATAs' data): an SDMA job polling one there behind a poll that held once its
         engine slept out its interval timed out "stuck in POLL_REGMEM ... = <the dword>"
-        (tests/kmd_sched/test_kmd_timeouts.py)."""
+        (tests/kmd_sched/reset/test_kmd_timeouts.py)."""
         vm = job.vm
         return vm.translate  # (every job has its file's VM: CS makes the only jobs)
 

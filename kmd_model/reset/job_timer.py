@@ -68,7 +68,7 @@ class JobTimerMixin:
         elif sched is self.sdma_sched:
             # the CP's fetched dwords and DMA bytes: the CP's packet in hand moving, which an
             # SDMA TRAP waits behind for the CP's IH writer (SdmaRing.SHARED_PROGRESS); a
-            # polling or stopped engine waits for no one (tests/kmd_sched/test_kmd_queues_not_stuck.py
+            # polling or stopped engine waits for no one (tests/kmd_sched/queues/test_kmd_queues_not_stuck.py
             # check_an_sdma_job_behind_the_cps_long_packet_is_not_taken_for_stuck, and
             # test_kmd_reset.py's ..._long_nop_is_not_taken_for_stuck, on the RTL)
             st = m.read(ring.STATUS)
@@ -129,7 +129,7 @@ class JobTimerMixin:
 
         Taken for stuck, an innocent job parked in a poll released while a client of HIGH
         priority (any client by default) kept queue 1 busy was reset with TIMEOUT, its
-        context guilty, a hang towards its file's ban (tests/kmd_sched/test_kmd_queues_not_stuck.py
+        context guilty, a hang towards its file's ban (tests/kmd_sched/queues/test_kmd_queues_not_stuck.py
         check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck, on the RTL),
         with a later poll still to come too (..._with_a_later_poll_still_to_come_...). Until
         the CP counted each queue's poll reads, the KMD inferred the turn from what it could
@@ -137,7 +137,7 @@ class JobTimerMixin:
         that no WAIT_REG_MEM had started on the CP since the last look (PERF_PACKETS): a poll
         of queue 1 that fails yields the CP. But one that holds at once yields nothing, so a
         HIGH client flooding queue 1 with jobs that each start one had an innocent parked job
-        reset (tests/kmd_sched/test_kmd_queues_not_stuck.py
+        reset (tests/kmd_sched/queues/test_kmd_queues_not_stuck.py
         test_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone), and
         the rule kept growing terms for the ways a hostile client played with the looks. The
         count is what the rule was after.
@@ -160,7 +160,7 @@ class JobTimerMixin:
         But a switch waits until the DMA engine has answered every transfer queue 0 queued,
         so its DMA_DATAs without CP_SYNC keep queue 1 off the CP, no read made, for as long as
         they run: an innocent HIGH job whose flag was set meanwhile was reset with TIMEOUT
-        (tests/kmd_sched/test_kmd_queues_not_stuck.py
+        (tests/kmd_sched/queues/test_kmd_queues_not_stuck.py
         check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck, Verilator)."""
         if not no_poll_made:
             return False

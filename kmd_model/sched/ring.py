@@ -270,7 +270,7 @@ class Ring:
     # before its fault) held the test past its bound:
     # queue 0's reset failed on purpose and fell to the full reset, which stopped every ring
     # and ran every other client's innocent jobs again (one full reset and two innocent jobs
-    # run twice in tests/kmd_sched/test_kmd_queues_full_reset.py's
+    # run twice in tests/kmd_sched/queues/test_kmd_queues_full_reset.py's
     # check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset). Bounding
     # the wait by what the other ring holds instead is no bound: a checked job may run
     # max_job_dw dwords of 1 MiB fills, each restarting the job timer, and 64 of them may be

@@ -155,7 +155,7 @@ class SdmaRing(Ring):
         move while its packet in hand runs (a DMA_DATA's bytes, a long NOP's or WRITE_DATA's
         dwords), the one an SDMA IH entry waits behind. (The DMA bytes alone left a reset
         behind another client's longest NOPs to give up after hw_timeout and fall to the
-        full reset: tests/kmd_sched/test_kmd_reset.py
+        full reset: tests/kmd_sched/reset/test_kmd_reset.py
         check_sdma_queue_reset_behind_the_cps_long_nop_stays_a_queue_reset, on the RTL.)"""
         m = self.kmd.mmio
         return tuple(m.read(r) for r in self.SHARED_PROGRESS)

@@ -287,7 +287,7 @@ class SdmaEngine(wiring.Component):
         # RB_SIZE a cycle later, which no doorbell sees: RB_SIZE changes only while RB_ENABLE
         # is clear (doorbells ignored) or with the write that sets it, and the bridge answers
         # that write's B before it takes the doorbell's, whose swmod pulse comes two cycles
-        # after RB_SIZE's change (tests/rtl/test_rtl_ring_locks.py: a bound three behind fails).
+        # after RB_SIZE's change (tests/rtl/amaranth_sim/test_rtl_ring_locks.py: a bound three behind fails).
         rptr_bytes = Signal(32)
         m.d.comb += rptr_bytes.eq(Cat(Const(0, 2), rdw[:30]))
         db_lim = Signal(33)  # rptr + 4·size (bit 32: the range wraps)

@@ -180,7 +180,7 @@ def render_markdown() -> str:
     from spec import gfx9
     out += ["## Differences from AMD gfx9", "",
             "Field positions, opcodes and values are gfx9's (amdgpu soc15d.h, Mesa sid.h); "
-            "tests/spec/test_amd_conformance.py runs AMD's own dwords. What differs on purpose "
+            "tests/spec/amd/test_amd_conformance.py runs AMD's own dwords. What differs on purpose "
             "(the same table is in [hardware.md](hardware.md#differences-from-amd-gfx9)):", "",
             gfx9.render_table()]
     return "\n".join(out).rstrip() + "\n"

@@ -250,7 +250,7 @@ def render_vm_section() -> str:
     out += [f"| {b.bit} | {b.name} | {_cell(b.desc)} |" for b in vm.BITS]
     out += ["", "Every bit no row names is ignored, in a directory entry and in a page-table entry alike "
             "(amdgpu's TMZ 3, FRAG 11:7, bits 53:48 with PRT 51, 55, TF 56, MTYPE 58:57, a PDE's BFS 63:59; "
-            "tests/model/test_contract_vm.py's check_vm_entry_bits_and_walk_errors), and so are the "
+            "tests/model/contract/test_contract_vm.py's check_vm_entry_bits_and_walk_errors), and so are the "
             "permission bits of a directory entry without PDE_PTE: a walk needs VALID alone there."]
     huge = vm.leaf_bits(vm.LEVELS - 2, vm.LEVELS)
     out += ["", f"A huge page is aligned to its size: the MMU ignores the address bits of a PDE_PTE entry "

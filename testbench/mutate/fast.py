@@ -8,7 +8,7 @@ not one test: deleting or weakening the test that bites makes the subset fail.
 
 The packet table's bit positions have one too: moving a field in spec/packets.py changes
 builders, decoder, RTL, model and checker alike, so only an outside reference can see it:
-AMD's own encodings, with every field non-zero somewhere (tests/spec/test_amd_conformance.py).
+AMD's own encodings, with every field non-zero somewhere (tests/spec/amd/test_amd_conformance.py).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ FAST = (
         '"LT": int.__lt__,',
         '"LT": int.__le__,',
         "WAIT_REG_MEM LT read as LE: only a wait on the boundary tells them apart"),
-        ("tests/model/test_refmodel_packets.py", "-k", "wait_reg_mem")),
+        ("tests/model/refmodel/test_refmodel_packets.py", "-k", "wait_reg_mem")),
     FastMutant(Patch(
         "raw-wait-never-set", "umd/transfer.py",
         "raw = any(s < src + size and src < e for s, e in _written(q))",
@@ -71,13 +71,13 @@ FAST = (
         '_ignored("TC_WC_ACTION_EN", 0, 20,',
         '_ignored("TC_WC_ACTION_EN", 0, 18,',
         "a packet field moves in the table: builders, decoder, RTL, model and checker move with it"),
-        ("tests/spec/test_amd_conformance.py",)),
+        ("tests/spec/amd/test_amd_conformance.py",)),
     FastMutant(Patch(
         "address-high-dword", "kmd_model/reset/stuck.py",
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 32',
         'a = f["ADDR_LO"] << 2 | f["ADDR_HI"] << 33',
         "an address's high dword put in the wrong place: invisible while every buffer lies below 4 GiB"),
-        ("tests/kmd/test_high_memory.py",)),
+        ("tests/kmd/memory/test_high_memory.py",)),
     FastMutant(Patch(
         "copyin-keeps-int-subclass", "kmd_model/ioctl/copyin.py",
         "if type(v) is int or id(type(v)) in _ENUM_IDS:",

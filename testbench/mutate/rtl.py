@@ -28,11 +28,11 @@ SIM = "icarus"
 DIFFTEST_STREAMS = 48  # two of every kind of stream (the generator's cycle is 24)
 CP_TESTS = (("tests/difftest/test_rtl_vs_model.py",),)
 DMA_TESTS = (("tests/rtl/test_dma_rtl.py", "-k", "dma_64 or small_config or longer_than_4k"),)
-MUX_TESTS = (("tests/rtl/test_rtl_axi_mux.py",), ("tests/rtl/test_dma_rtl.py", "-k", "dma_64"))
+MUX_TESTS = (("tests/rtl/amaranth_sim/test_rtl_axi_mux.py",), ("tests/rtl/test_dma_rtl.py", "-k", "dma_64"))
 REG_TESTS = (("tests/rtl/test_regs.py",),)
-MMU_TESTS = (("tests/rtl/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
+MMU_TESTS = (("tests/rtl/amaranth_sim/test_rtl_mmu.py",),)  # the MMU alone against spec.vm.walk (Amaranth's simulator)
 RAW_CHECK = ("tests.cosim.cocotb_drivers", "umd_transfer__check_raw_chain_under_write_latency")
-# AMD's own packets on the RTL (tests/spec/test_amd_conformance.py, run there by test_rtl_drivers.py)
+# AMD's own packets on the RTL (tests/spec/amd/test_amd_conformance.py, run there by test_rtl_drivers.py)
 AMD_CHECKS = ("tests.cosim.cocotb_drivers", ("amd_conformance__check_amd_streams_run",
                                        "amd_conformance__check_amd_differences_refused"))
 

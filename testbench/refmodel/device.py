@@ -76,7 +76,7 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
 
     name = "model"
     skip_polls = True  # False: a failing wait polls at every point of its grid (slow; what
-    # the skipping is tested against: tests/model/test_model_sdma.py)
+    # the skipping is tested against: tests/model/refmodel/test_model_sdma.py)
 
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
@@ -535,7 +535,7 @@ class RefModel(CommandProcessor, DmaDatapath, MemoryAccess, Device):
         hides a write: the engines' one, nor the CPU's after the call returns (at `to`, or
         early at an irq, where no wait's next poll has been moved past that moment). With
         `skip_polls` False every point of every grid is polled: the same behaviour, slower
-        (tests/model/test_model_sdma.py compares them)."""
+        (tests/model/refmodel/test_model_sdma.py compares them)."""
         if not self._waiting():
             self._account(to)
             return self._irq()

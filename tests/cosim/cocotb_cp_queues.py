@@ -1,7 +1,7 @@
-"""cocotb side of tests/cosim/test_rtl_cp_queues.py: the CP queue checks (tests/model/test_model_cp_queues.py)
+"""cocotb side of tests/cosim/test_rtl_cp_queues.py: the CP queue checks (tests/model/refmodel/test_model_cp_queues.py)
 on the RTL, each as one cocotb test on a freshly reset device."""
 
-from tests.model import test_model_cp_queues
+from tests.model.refmodel import test_model_cp_queues
 from tests.cosim.driver_checks import cocotb_test
 
 for _check in test_model_cp_queues.CHECKS:

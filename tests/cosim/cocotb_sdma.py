@@ -1,7 +1,7 @@
-"""cocotb side of tests/cosim/test_rtl_sdma.py: the SDMA engine's checks (tests/model/test_model_sdma.py)
+"""cocotb side of tests/cosim/test_rtl_sdma.py: the SDMA engine's checks (tests/model/refmodel/test_model_sdma.py)
 on the RTL, each as one cocotb test on a freshly reset device."""
 
-from tests.model import test_model_sdma
+from tests.model.refmodel import test_model_sdma
 from tests.cosim.driver_checks import cocotb_test
 
 for _check in test_model_sdma.CHECKS:

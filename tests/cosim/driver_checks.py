@@ -7,35 +7,38 @@ import random
 
 # "<folders under tests/>.<module>": a check goes by its module's name alone (below), wherever
 # the module lives, so the cocotb tests' names stay put when a file moves between folders
-MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fence", "kmd_sched.test_kmd_reset",
-           "kmd_sched.test_kmd_ih", "kmd.test_kmd_vm", "kmd_sched.test_kmd_queues_scheduling",
-           "kmd_sched.test_kmd_queues_resets", "kmd_sched.test_kmd_queues_full_reset",
-           "kmd_sched.test_kmd_queues_stuck", "kmd_sched.test_kmd_queues_not_stuck", "umd.submission.test_umd_queues",
-           "umd.api.test_umd_api", "umd.submission.test_umd_batching", "umd.submission.test_umd_cmdbuf",
-           "umd.memory.test_umd_memory", "umd.api.test_umd_runtime", "umd.memory.test_umd_transfer",
-           "umd.failures.test_umd_lost_failures", "security.cs.test_security_toctou",
+MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fence", "kmd_sched.reset.test_kmd_reset",
+           "kmd_sched.test_kmd_ih", "kmd.memory.test_kmd_vm", "kmd_sched.queues.test_kmd_queues_scheduling",
+           "kmd_sched.queues.test_kmd_queues_resets", "kmd_sched.queues.test_kmd_queues_full_reset",
+           "kmd_sched.queues.test_kmd_queues_stuck", "kmd_sched.queues.test_kmd_queues_not_stuck",
+           "umd.submission.test_umd_queues", "umd.api.test_umd_api", "umd.submission.test_umd_batching",
+           "umd.submission.test_umd_cmdbuf", "umd.memory.test_umd_memory", "umd.api.test_umd_runtime",
+           "umd.memory.test_umd_transfer", "umd.failures.test_umd_lost_failures", "security.cs.test_security_toctou",
            "security.cs.test_security_checker", "security.memory.test_security_mappings",
-           "security.limits.test_security_umd", "security.cs.test_security_ioctl", "spec.test_amd_conformance",
-           "security.memory.test_vm_isolation", "model.test_contract_driver", "model.test_contract_sdma_packets",
-           "model.test_contract_sdma_errors", "model.test_contract_cp_queues", "model.test_contract_both_engines",
-           "model.test_contract_vm", "model.test_contract_resets", "model.test_contract_halts",
-           "model.test_contract_rings", "model.test_contract_ih_ring", "model.test_contract_bare_metal",
-           "model.test_contract_csr", "kmd.test_kmd_uapi_contract", "kmd.test_kmd_uapi_contract_cs")
+           "security.limits.test_security_umd", "security.cs.test_security_ioctl", "spec.amd.test_amd_conformance",
+           "security.memory.test_vm_isolation", "model.contract.test_contract_driver",
+           "model.contract.engines.test_contract_sdma_packets", "model.contract.engines.test_contract_sdma_errors",
+           "model.contract.engines.test_contract_cp_queues", "model.contract.engines.test_contract_both_engines",
+           "model.contract.test_contract_vm", "model.contract.control.test_contract_resets",
+           "model.contract.control.test_contract_halts", "model.contract.control.test_contract_rings",
+           "model.contract.control.test_contract_ih_ring", "model.contract.test_contract_bare_metal",
+           "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
+           "kmd.uapi.test_kmd_uapi_contract_cs")
 
 # Every other test module with a `CHECKS` list, and why its checks are not among the above
 # (tests/cosim/test_rtl_drivers.py fails on a list in neither: two ran on the model alone,
 # unnoticed, while this module's docstring said every list ran on the RTL).
 ELSEWHERE = {
     "umd.submission.test_umd_async": "on the RTL in a session of their own: tests/cosim/cocotb_async.py",
-    "model.test_model_cp_queues": "on the RTL in a session of their own: tests/cosim/cocotb_cp_queues.py",
-    "model.test_model_sdma": "on the RTL in a session of their own: tests/cosim/cocotb_sdma.py",
-    "kmd.test_high_memory": "the checks above again, on a model with memory and VAs above 4 GiB (the RTL's "
+    "model.refmodel.test_model_cp_queues": "on the RTL in a session of their own: tests/cosim/cocotb_cp_queues.py",
+    "model.refmodel.test_model_sdma": "on the RTL in a session of their own: tests/cosim/cocotb_sdma.py",
+    "kmd.memory.test_high_memory": "the checks above again, on a model with memory and VAs above 4 GiB (the RTL's "
                             "memory model holds 64 MiB)",
 }
 
 
 # Files split by concept whose checks keep the name of the file they came from (the cocotb
-# tests, the Icarus times below and tests/kmd/test_high_memory.py's lists name them so)
+# tests, the Icarus times below and tests/kmd/memory/test_high_memory.py's lists name them so)
 SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "kmd_queues",
          "test_kmd_queues_full_reset": "kmd_queues", "test_kmd_queues_stuck": "kmd_queues",
          "test_kmd_queues_not_stuck": "kmd_queues",

@@ -1,12 +1,12 @@
 """The CP's two hardware queues on the RTL (rtl/cp/queues.py) under each simulator: the
-checks of tests/model/test_model_cp_queues.py, which the reference model passes too, run by one
+checks of tests/model/refmodel/test_model_cp_queues.py, which the reference model passes too, run by one
 simulator session per simulator."""
 
 import pytest
 
 from testbench import sim
 from testbench.sim.design import gpu_design
-from tests.model import test_model_cp_queues
+from tests.model.refmodel import test_model_cp_queues
 
 from tests.conftest import shared_run
 

@@ -1,12 +1,12 @@
 """The SDMA copy engine on the RTL (rtl/sdma/) under each simulator: the checks of
-tests/model/test_model_sdma.py, which the reference model passes too, run by one simulator
+tests/model/refmodel/test_model_sdma.py, which the reference model passes too, run by one simulator
 session per simulator."""
 
 import pytest
 
 from testbench import sim
 from testbench.sim.design import gpu_design
-from tests.model import test_model_sdma
+from tests.model.refmodel import test_model_sdma
 
 from tests.conftest import shared_run
 

@@ -1,13 +1,13 @@
 """Command-stream scenarios run on the reference model and on the RTL; each returns what a
 driver can observe (errors, status, pointers, counters, IH entries, memory), so
 tests/difftest/test_rtl_vs_model.py can compare the two. Scenarios drive the device only through
-the Device API, as a driver would (tests/model/refmodel_helpers.py:Driver)."""
+the Device API, as a driver would (tests/model/refmodel/refmodel_helpers.py:Driver)."""
 from kmd_model import regs
 from kmd_model.regs import CpError
 
 from spec import pm4
-from tests.model.refmodel_helpers import Driver, submit_ibs_and_chains, r32, w32, OUT, IB1, IB2, RPTR_WB, IH_RING, OP
-from tests.model.test_refmodel_errors import RING_ERRORS
+from tests.model.refmodel.refmodel_helpers import Driver, submit_ibs_and_chains, r32, w32, OUT, IB1, IB2, RPTR_WB, IH_RING, OP
+from tests.model.refmodel.test_refmodel_errors import RING_ERRORS
 
 
 def settle(d, n=400):
@@ -156,7 +156,7 @@ def _above_bus_translated(d, packet):
     bits before the MMU sees the address, so it is BUS_DECERR at the low 48 bits, as
     untranslated, not a VM fault (RANGE) of the MMU."""
     from spec import vm as vm_spec
-    from tests.model.register_checks import PT_PAGE, PT_ROOT, PT_VA, PT_VMID
+    from tests.model.refmodel.register_checks import PT_PAGE, PT_ROOT, PT_VA, PT_VMID
 
     def put64(addr, v):
         w32(d.dev, addr, [v & 0xFFFF_FFFF, v >> 32])

@@ -1,6 +1,6 @@
 """The RTL and the reference model agree on every scenario of tests/difftest/scenarios.py.
 
-The model's behaviour is pinned value by value in tests/model/test_refmodel_*.py; here each
+The model's behaviour is pinned value by value in tests/model/refmodel/test_refmodel_*.py; here each
 scenario (every packet kind, IB nesting and CHAIN, a ring wrap with a straddling packet,
 WAIT_REG_MEM released by a later write, every error class with its IH entry, bus errors
 on fetch/write/poll/fence/write-back/IH) runs on the RTL under each simulator, and every

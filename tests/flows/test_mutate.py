@@ -71,7 +71,7 @@ def test_every_hand_written_mutant_still_applies():
 
 def test_every_kmd_and_security_test_file_is_in_the_campaigns_tests():
     """The driver's and the boundary's test files are all fast model-level ones: each is in
-    scope.TESTS, or its mutants' killers look missing. tests/kmd/test_kmd_amdgpu_errnos.py
+    scope.TESTS, or its mutants' killers look missing. tests/kmd/uapi/test_kmd_amdgpu_errnos.py
     was not (4 December 2026): WAIT_CS's per-ring answers and CTX ALLOC's priority messages
     had tests the campaign never ran, and three arguments said no test could tell."""
     from pathlib import Path
@@ -96,11 +96,11 @@ def test_the_campaigns_test_filter_leaves_out_only_what_needs_a_simulator_or_rtl
         return Expression.compile(scope.TEST_FILTER).evaluate(lambda word: word in nodeid)
 
     for nodeid in ("tests/umd/failures/test_umd_split_flush_refused.py::test_a_call_straddling_the_refused_cs_is_named_as_partly_run",
-                   "tests/model/test_refmodel_snapshot.py::test_configure_checks_like_the_rtl_memory_model",
-                   "tests/spec/test_pm4.py::test_table_api_for_rtl"):
+                   "tests/model/refmodel/test_refmodel_snapshot.py::test_configure_checks_like_the_rtl_memory_model",
+                   "tests/spec/packets/test_pm4.py::test_table_api_for_rtl"):
         assert kept(nodeid), nodeid
     for nodeid in ("tests/umd/test_umd_queue.py::test_x[verilator]", "tests/cosim/test_rtl_drivers.py::test_y[icarus]",
-                   "tests/model/test_contract_vm.py::test_vm_levels_are_the_rtls_on_the_model"):
+                   "tests/model/contract/test_contract_vm.py::test_vm_levels_are_the_rtls_on_the_model"):
         assert not kept(nodeid), nodeid
 
 

@@ -133,7 +133,7 @@ def check_lowest_bo_and_wrapped_addresses(dev):
         expect(errno.EINVAL, _outside("writes", "WRITE_DATA", low.addr, a, 4, c.ctx), c.submit,
                c.ib(low, pm4.write_data(a, [1])))
         # every packet kind names the address whole, bits above 47 included (the CP would
-        # latch only its low 48 bits, which name this BO: tests/kmd_sched/test_kmd_cp_error.py)
+        # latch only its low 48 bits, which name this BO: tests/kmd_sched/reset/test_kmd_cp_error.py)
         expect(errno.EINVAL, _outside("polls", "WAIT_REG_MEM", low.addr, a, 4, c.ctx), c.submit,
                c.ib(low, pm4.wait_reg_mem(a, 0, 0, "ALWAYS")))
         expect(errno.EINVAL, _outside("writes", "RELEASE_MEM", low.addr, a, 8, c.ctx), c.submit,

@@ -6,7 +6,7 @@ message is one line naming the ioctl, never another exception; afterwards the de
 runs a good job for a new client, and closing every file leaves no BO behind.
 
 (It found an SDMA IB off its 32-byte alignment raising a ValueError from the packet
-builder inside CS: tests/kmd_sched/test_kmd_queues_scheduling.py pins that one.)
+builder inside CS: tests/kmd_sched/queues/test_kmd_queues_scheduling.py pins that one.)
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class Client:
 def addr_fields(packet: str, addr: int, value: str = "addr") -> dict[str, int]:
     """Raw field values (for pm4.encode_fields) that put byte address `addr` in `packet`'s
     `value`: the low field in place (ADDR_LO holds bits [31:2]) and the high dword, so they
-    hold on a device whose memory reaches above 4 GiB too (tests/kmd/test_high_memory.py)."""
+    hold on a device whose memory reaches above 4 GiB too (tests/kmd/memory/test_high_memory.py)."""
     p = packets.by_name[packet]
     lo, hi = (p.field(n) for n in p.value(value).fields)
     return {lo.name: (addr & 0xFFFF_FFFF) >> lo.lsb, hi.name: addr >> 32}

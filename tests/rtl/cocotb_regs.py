@@ -1,12 +1,12 @@
 """cocotb tests: the register map through the real AXI4-Lite bus (driven by tests/rtl/test_regs.py).
 
-The bodies are tests/model/register_checks.py, which tests/model/test_refmodel_registers.py runs on the model.
+The bodies are tests/model/refmodel/register_checks.py, which tests/model/refmodel/test_refmodel_registers.py runs on the model.
 """
 
 import cocotb
 
 from testbench.sim.cocotb_device import design_params, run_driver
-from tests.model import register_checks as rc
+from tests.model.refmodel import register_checks as rc
 
 
 def _width() -> int:

@@ -1,7 +1,7 @@
 """spec/vm.py, the single source of the page-table format: the entry bits and the VM fault's
 IH source data against AMD's own values (amdgpu_vm.h, gmc_v9_0), and the software walker the
 KMD and the reference model share with the MMU's definition. The KMD's page tables and the
-faults of real jobs are tests/kmd/test_kmd_vm.py's.
+faults of real jobs are tests/kmd/memory/test_kmd_vm.py's.
 """
 
 from __future__ import annotations

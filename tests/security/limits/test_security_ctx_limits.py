@@ -36,7 +36,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched import test_kmd_queues_stuck
+from tests.kmd_sched.queues import test_kmd_queues_stuck
 from tests.kmd_sched.sched_helpers import sdma_ib
 
 
@@ -115,7 +115,7 @@ def test_an_unchecked_job_may_fetch_twice_max_job_dw_then_is_reset(job):
 @pytest.mark.parametrize("limit", [8, 64])
 def test_a_checked_job_that_keeps_moving_is_reset_after_checked_job_timeouts(limit):
     """The checker bounds a job's dwords, not its time (a DMA_DATA of 7 dwords may move 1 MiB:
-    tests/kmd_sched/test_kmd_queues_stuck.py check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
+    tests/kmd_sched/queues/test_kmd_queues_stuck.py check_a_checked_job_of_long_fills_is_reset_by_the_time_rule,
     on the RTL): a checked job whose queue moves at every look of the timer ran to its end
     however long that took. It is reset once it has run `checked_job_timeouts` job timeouts;
     within them it runs to its end. Here a checked job of 2^16 one-dword NOPs on a model whose
@@ -142,7 +142,7 @@ def test_a_checked_job_that_keeps_moving_is_reset_after_checked_job_timeouts(lim
 
 
 def test_an_unchecked_loop_is_reset_by_its_own_dwords_while_the_other_cp_queue_works():
-    """The check of tests/kmd_sched/test_kmd_queues_stuck.py (which runs on the RTL too), on a model
+    """The check of tests/kmd_sched/queues/test_kmd_queues_stuck.py (which runs on the RTL too), on a model
     that runs 64 packets at an instant, not 65,536, so the loop takes time to reach its limit."""
     test_kmd_queues_stuck.check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_other_works(
         RefModel(cp_burst=64))

@@ -559,7 +559,7 @@ def test_a_wedged_device_leaves_nothing_behind_once_its_files_close():
     of theirs, the memory they held quarantined (the engine may still reach it: never freed
     to a heap, tests/security/memory/test_security_wedged.py). The fences of the jobs it cancelled
     stayed pending in their fence drivers."""
-    from tests.kmd_sched.test_kmd_recovery import _reset_that_fails
+    from tests.kmd_sched.reset.test_kmd_recovery import _reset_that_fails
     kmd, a, b, abo, bbo, hold, bad, queued = _reset_that_fails()
     with pytest.raises(KmdError) as ei:
         a.wait(bad)

@@ -18,7 +18,7 @@ from kmd_model.uapi import (CsArgs, CsChunkIb, CtxArgs, CtxOp, GemCreateArgs, Ge
 from spec import pm4
 
 from tests.kmd.test_kmd_ioctl import GTT, RWX, Client, expect
-from tests.kmd_sched.test_kmd_recovery import StuckResetModel
+from tests.kmd_sched.reset.test_kmd_recovery import StuckResetModel
 
 from ..security_helpers import EVIL
 

@@ -594,7 +594,7 @@ def test_waits_on_a_lost_device_say_what_waited():
     a new IB waiting for memory (the reset runs in its wait), finish, an event's wait, a
     flush held back by max_inflight; a new queue then fails at once (the lost device makes
     no memory: GEM_CREATE's EIO), where it failed at its first flush."""
-    from tests.kmd_sched.test_kmd_recovery import StuckResetModel
+    from tests.kmd_sched.reset.test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
     gpu = _gpu(dev, cs_check=False, hw_timeout=2000, pools=False)

@@ -534,7 +534,7 @@ def test_a_lost_device_refuses_memory_with_device_lost():
     import re
 
     from tests.kmd.test_kmd_ioctl import Client
-    from tests.kmd_sched.test_kmd_recovery import StuckResetModel
+    from tests.kmd_sched.reset.test_kmd_recovery import StuckResetModel
 
     dev = StuckResetModel()
     kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000)

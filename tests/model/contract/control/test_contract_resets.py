@@ -1,0 +1,359 @@
+"""The contract, checked by an outside driver writer (tests/model/contract/contract_driver.py, from
+the docs alone): what the driver's control registers do to work in flight. Resets and
+counters: CONTROL.SOFT_RESET and the per-queue resets (what they keep: settings, registers,
+SDMA_CNTL, the counters; what goes with the error), CONTROL.PERF_CLEAR, TIMESTAMP running on
+through both, the TLB and DMA busy counters (halts and doorbells: test_contract_halts.py;
+the rings' enables and locked registers: test_contract_rings.py; the IH ring:
+test_contract_ih_ring.py).
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract.contract_driver import (IB1, IH_BASE, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, SRING,
+                                         SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID, WRITEABLE, Gpu, Ring,
+                                         SdmaRing, bring_up, dma_data, ib, lo_hi, map_vmid1, release_mem, sdma,
+                                         wait_mem, write_data)
+
+
+def check_soft_reset_keeps_settings(dev):
+    """CONTROL.SOFT_RESET: IH_WPTR back to 0 while IH_RPTR, INT_STATUS, bases, sizes, enables,
+    the VM_CONTEXT_* registers and the counters keep their values; the driver writes
+    IH_RPTR = 0 and the next entry lands at the IH ring's start."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1), release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    ih.pop()
+    keep = ("IH_RPTR", "INT_STATUS", "IH_BASE_LO", "IH_SIZE", "IH_CNTL", "RB_BASE_LO", "RB_SIZE", "RB_CNTL",
+            "RB_RPTR_ADDR_LO", "PERF_PACKETS", "PERF_DWORDS_FETCHED", "INT_ENABLE", "CP_QUEUE_PRIORITY")
+    before = {r: g.read(r) for r in keep}
+    vm = (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1))
+    assert before["IH_RPTR"] == 64 and before["INT_STATUS"] == g.value("INT_STATUS", EOP=1)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    assert {r: g.read(r) for r in keep} == {**before, "INT_STATUS": before["INT_STATUS"] | 1}, \
+        "IH_PENDING follows IH_WPTR (0) != IH_RPTR (64)"
+    assert (g.read("IH_WPTR"), g.read("RB_RPTR"), g.read("RB_WPTR")) == (0, 0, 0)
+    assert (g.read("VM_CONTEXT_CNTL", 1), g.read("VM_CONTEXT_PT_BASE_LO", 1)) == vm
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    ring.run(release_mem(OUT, 3, INT_SEL="SEND_INT", INT_CTXID=3))
+    (e,) = ih.pop()
+    assert e["DATA0"] == 3 and g.r32(IH_BASE + 16) == 3
+    # The MMU is not reset: a translation cached before SOFT_RESET serves after it, so a PTE
+    # changed without an invalidation still leads to the old page.
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x61]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert g.r32(PA_OUT + 0x60) == 0x61
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE)
+    g.set("CONTROL", SOFT_RESET=1)
+    for s in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(s)
+    g.write("IH_RPTR", 0)
+    ih.rptr = ring.wptr = 0
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0x62]))
+    ring.run(ib(VA_CODE, 5, VMID=1))
+    assert (g.r32(PA_OUT + 0x60), g.r32(PA_OUT2 + 0x60)) == (0x62, 0), "the TLB kept its entry"
+
+def check_resets_keep_registers(dev):
+    """SDMA_CNTL.QUEUE_RESET and CP_QUEUE_RESET.Qn keep the ring registers and leave the IH
+    ring and the other queues alone; an SDMA doorbell while RB_ENABLE is clear or while the
+    queue is stopped is ignored (SDMA_RB_WPTR keeps its value, no second error)."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    s.run(sdma("FENCE", DATA=0x91, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    s.emit(sdma("FENCE", DATA=0x92, **lo_hi("ADDR", OUT, 2)))
+    g.write("SDMA_DOORBELL", s.wptr)
+    g.dev.delay(100)
+    assert g.read("SDMA_RB_WPTR") == 16 and g.r32(OUT) == 0x91, "a doorbell with RB_ENABLE clear is ignored"
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.submit([0x0000_0003])  # stops the queue
+    g.idle("SDMA_STATUS")
+    w, err = g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")
+    g.write("SDMA_DOORBELL", w - 4)  # would be DOORBELL_BACKWARDS: ignored while stopped
+    g.dev.delay(50)
+    assert (g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")) == (w, err)
+    ring_regs = ("SDMA_RB_BASE_LO", "SDMA_RB_CNTL", "SDMA_RB_RPTR_ADDR_LO", "SDMA_CNTL")
+    before = {r: g.read(r) for r in ring_regs}
+    g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+    q0.run(write_data(OUT + 4, [0xA0]))
+    q1.run(write_data(OUT + 8, [0xA1]))
+    ih_w = g.read("IH_WPTR")
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)  # (a write of SDMA_CNTL writes TRAP_ENABLE too)
+    g.idle("SDMA_STATUS")
+    assert {r: g.read(r) for r in ring_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("SDMA_RB_RPTR"), g.read("RB_RPTR"), g.read("CP_HQD1_RB_RPTR")) == (0, q0.wptr, q1.wptr)
+    cp_regs = ("CP_HQD1_RB_BASE_LO", "CP_HQD1_RB_SIZE", "CP_HQD1_RB_CNTL", "CP_HQD1_RB_RPTR_ADDR_LO")
+    before = {r: g.read(r) for r in cp_regs}
+    g.set("CP_QUEUE_RESET", Q1=1)
+    g.idle("CP_HQD1_STATUS")
+    assert {r: g.read(r) for r in cp_regs} == before and g.read("IH_WPTR") == ih_w
+    assert (g.read("CP_HQD1_RB_RPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("RB_RPTR")) == (0, 0, q0.wptr)
+
+def check_perf_clear_clears_every_counter(dev):
+    """CONTROL.PERF_CLEAR: every PERF_* register docs/registers.md lists reads 0 after it, once
+    the CP (both queues, DMA, a translated IB) and the SDMA (an IB polling, LEVEL IB1) have run;
+    an SDMA rptr write-back address ignores its bits 1:0."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB | 3)  # (its write-back address with bits 1:0 set)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1))
+    q1.run(write_data(OUT, [2]))
+    flag = OUT + 0x10
+    g.w32(flag, [0])
+    g.w32(IB1, sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                    RETRY_COUNT=0xFFF, INTERVAL=1))
+    s.submit(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+             sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1, 5), IB_SIZE=6))
+    st = g.waiting("SDMA_STATUS")
+    assert (st["WAITING"], st["LEVEL"]) == (1, g.level["IB1"]), st
+    g.w32(flag, [1])
+    g.idle("SDMA_STATUS")
+    assert g.r32(SRPTR_WB) == s.wptr == 4 * 13
+    perf = [r for r in g.regs.values() if r.name.startswith("PERF_")]
+    assert len(perf) >= 15
+    assert any(g.read(r.name, i) for r in perf for i in range(r.count)), "nothing was counted"
+    g.set("CONTROL", PERF_CLEAR=1)
+    left = {f"{r.name}[{i}]": g.read(r.name, i) for r in perf for i in range(r.count)}
+    assert not any(left.values()), {k: v for k, v in left.items() if v}
+
+
+def check_error_address_and_offset_clear_with_the_error(dev):
+    """Each queue's whole error state goes with its reset: CP_ERROR_ADDR_LO/HI and
+    CP_ERROR_OFFSET (queue 1's CP_HQD1_*, the SDMA's SDMA_ERROR_*) read 0 again after the
+    queue reset that clears CP_ERROR, and after CONTROL.SOFT_RESET, as the error register
+    does: a driver reading them finds no stale address of an error already handled."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6)
+    names = [f"{e}{r}" for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR") for r in ("", "_ADDR_LO", "_ADDR_HI",
+                                                                                       "_OFFSET")]
+    for reset in ("queue resets", "SOFT_RESET"):
+        far = 0xABCD_0000_0010 if reset == "SOFT_RESET" else 0x1234_0000_0020  # beyond memory: DECERR
+        q0.submit([0xFFFF1000, 0xFFFF1000], write_data(far, [1]))
+        q1.submit([0xFFFF1000], write_data(far + 4, [2]))
+        s.submit([0], sdma("FENCE", DATA=3, **lo_hi("ADDR", far + 8, 2)))
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            assert g.idle(st)["ERROR"] == 1, st
+        got = {n: g.read(n) for n in names}
+        assert [got[f"{e}_ADDR_HI"] << 32 | got[f"{e}_ADDR_LO"] for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR")] \
+            == [far, far + 4, far + 8] and [got[f"{e}_OFFSET"] for e in ("CP_ERROR", "CP_HQD1_ERROR", "SDMA_ERROR")] \
+            == [(q0.wptr - 5) % 256, (q1.wptr - 5) % 256, (s.wptr // 4 - 4) % 64], got
+        g.until(lambda: g.read("IH_WPTR") - ih.rptr >= 96, "the three error entries")
+        ih.pop()
+        if reset == "SOFT_RESET":
+            g.set("CONTROL", SOFT_RESET=1)
+        else:
+            g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+            g.set("SDMA_CNTL", QUEUE_RESET=1)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        assert {n: g.read(n) for n in names} == dict.fromkeys(names, 0), f"after the {reset}: " + \
+            str({n: hex(g.read(n)) for n in names if g.read(n)})
+        q0.wptr = q1.wptr = s.wptr = 0
+        if reset == "SOFT_RESET":
+            g.write("IH_RPTR", 0)
+            ih.rptr = 0
+
+
+def check_tlb_and_dma_busy_counters(dev):
+    """The counters of the TLB and of the DMA engine's time (docs/hardware.md, Counters and
+    time; registers.md): on the RTL an IB of VMID 1 that fetches one page and writes another
+    misses twice (PERF_TLB_MISSES 2, PERF_WALK_CYCLES > 0), the same IB again hits (HITS up,
+    MISSES and WALK_CYCLES kept), after an invalidation of VMID 1 it misses twice again, and
+    an untranslated VMID's work (VMID 3, the kernel ring) counts nothing; the model has no
+    TLB and reads 0 for all three. PERF_DMA_BUSY_CYCLES grows by at least the bus beats a
+    fill writes (the model: exactly ceil(bytes / bus bytes))."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    model = dev.name == "model"
+    g.set("CONTROL", PERF_CLEAR=1)
+    tlb = lambda: tuple(g.read(r) for r in ("PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES"))  # noqa: E731
+    g.w32(PA_CODE, write_data(VA_OUT + 0x10, [0x51]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x10) == 0x51
+    hits, misses, walk = first = tlb()
+    if model:
+        assert first == (0, 0, 0), first
+    else:
+        assert misses == 2 and walk > 0, f"two pages, two misses: HITS, MISSES, WALK_CYCLES {first}"
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    again = tlb()
+    assert again == first if model else (again[0] >= hits + 2 and again[1:] == (misses, walk)), (first, again)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "VM_INVALIDATE_ACK")
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    third = tlb()
+    assert third == first if model else (third[1] == misses + 2 and third[2] > walk), (again, third)
+    g.w32(IB1, write_data(OUT, [0x52]))
+    ring.run(ib(IB1, 5, VMID=3), write_data(OUT + 4, [0x53]))  # VMID 3: not translated
+    assert tlb() == third and g.r32(OUT, 2) == [0x52, 0x53], (third, tlb())
+    beat = 1 << g.fields("CAPS")["BUS_BYTES_LOG2"]
+    busy = g.read("PERF_DMA_BUSY_CYCLES")
+    assert busy == 0, "no transfer since PERF_CLEAR"
+    ring.run(dma_data(0x200000, 0x55, 0x1000, SRC_SEL="DATA", CP_SYNC=1))
+    busy = g.read("PERF_DMA_BUSY_CYCLES")
+    assert busy == 0x1000 // beat if model else busy >= 0x1000 // beat, f"PERF_DMA_BUSY_CYCLES {busy}"
+    g.set("CONTROL", PERF_CLEAR=1)
+    assert tlb() == (0, 0, 0) and g.read("PERF_DMA_BUSY_CYCLES") == 0
+
+
+def check_timestamp_runs_on_through_perf_clear_and_soft_reset(dev):
+    """TIMESTAMP is the GPU clock, not a performance counter: CONTROL.PERF_CLEAR (which
+    clears every PERF_* counter) and CONTROL.SOFT_RESET leave it running, so a driver's
+    timestamps (RELEASE_MEM's, the IH entries') stay monotonic across both."""
+    g = Gpu(dev)
+
+    g.dev.delay(100)
+    t0 = g.timestamp()
+    assert t0 >= 100, t0
+    g.set("CONTROL", PERF_CLEAR=1)
+    t1 = g.timestamp()
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    t2 = g.timestamp()
+    g.dev.delay(10)
+    t3 = g.timestamp()
+    assert t0 <= t1 <= t2 and t3 - t2 >= 10, (t0, t1, t2, t3)
+
+
+def check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted(dev):
+    """CONTROL.SOFT_RESET resets the SDMA queue (pointers, error) and, SDMA_CNTL being a
+    control register it does not write, leaves its HALT and TRAP_ENABLE as they were
+    (docs/hardware.md, registers.md): a halted SDMA is still halted after the reset (its
+    STATUS reads HALTED and IDLE), takes a doorbell and runs nothing until HALT is cleared, and
+    its TRAP still raises an entry. (CONTROL.HALT is written by the reset's own write.)"""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    s.run(sdma("FENCE", DATA=0x1, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    assert g.fields("SDMA_CNTL") == {"QUEUE_RESET": 0, "HALT": 1, "TRAP_ENABLE": 1}, g.fields("SDMA_CNTL")
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], st["ERROR"], g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR")) == (1, 1, 0, 0, 0), st
+    assert g.fields("CONTROL")["HALT"] == 0
+    s.wptr = 0
+    ih.rptr = 0
+    g.write("IH_RPTR", 0)
+    s.submit(sdma("FENCE", DATA=0x2, **lo_hi("ADDR", OUT + 4, 2)), sdma("TRAP", INT_CONTEXT=0x77))
+    g.dev.delay(300)
+    st = g.fields("SDMA_STATUS")
+    assert (st["HALTED"], st["IDLE"], g.read("SDMA_RB_WPTR"), g.read("SDMA_RB_RPTR")) == (1, 0, s.wptr, 0), st
+    assert g.r32(OUT + 4) == 0 and g.read("IH_WPTR") == 0, "the halted SDMA ran nothing"
+    ring.wptr = 0
+    ring.run(write_data(OUT + 8, [0x3]))
+    assert g.r32(OUT + 8) == 0x3, "the CP runs beside the halted SDMA"
+    g.set("SDMA_CNTL", HALT=0, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 4) == 0x2
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP's entry")
+    assert (ih.source(e), e["DATA0"]) == ("SDMA_TRAP", 0x77), e
+
+
+def check_counters_survive_every_reset_but_perf_clear(dev):
+    """The PERF_* counters are cleared by CONTROL.PERF_CLEAR only (docs/hardware.md, Errors):
+    CP_QUEUE_RESET of both queues, SDMA_CNTL.QUEUE_RESET and CONTROL.SOFT_RESET leave every
+    counter of events as it was (packets, dwords, bytes, polls, the TLB's), and the counters
+    of time go on from where they were, never back."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("CONTROL", PERF_CLEAR=1)
+    g.w32(PA_CODE, write_data(VA_OUT, [1]))
+    flag = OUT + 0x10
+    g.w32(flag, [1])
+    q0.run(ib(VA_CODE, 5, VMID=1), dma_data(0x200000, 0x100000, 64, CP_SYNC=1), wait_mem(flag, 1, 1, "EQ"))
+    q1.run(write_data(OUT, [2]), wait_mem(flag, 1, 1, "EQ"))
+    s.run(sdma("COPY_LINEAR", COUNT=63, **lo_hi("SRC_ADDR", 0x100000), **lo_hi("DST_ADDR", 0x300000)),
+          sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=0xFFF, INTERVAL=1))
+    perf = [(r.name, i) for r in g.regs.values() if r.name.startswith("PERF_") for i in range(r.count)]
+    time = {"PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_DMA_BUSY_CYCLES", "PERF_SDMA_BUSY_CYCLES",
+            "PERF_WALK_CYCLES"}
+    before = {k: g.read(*k) for k in perf}
+    assert before[("PERF_Q0_POLLS", 0)] == before[("PERF_Q1_POLLS", 0)] == 1 and before[("PERF_SDMA_BYTES_WRITTEN", 0)] == 64
+    for reg, fields in (("CP_QUEUE_RESET", {"Q0": 1, "Q1": 1}), ("SDMA_CNTL", {"QUEUE_RESET": 1}),
+                        ("CONTROL", {"SOFT_RESET": 1})):
+        g.set(reg, **fields)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        after = {k: g.read(*k) for k in perf}
+        changed = {f"{n}[{i}]": (before[(n, i)], v) for (n, i), v in after.items()
+                   if (v < before[(n, i)] if n in time else v != before[(n, i)])}
+        assert not changed, f"{reg} {fields} changed the counters: {changed}"
+        before = after
+
+
+def check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit(dev):
+    """PERF_TLB_MISSES counts every translation that walked, a walk ending in a fault too, and
+    a failed translation is never kept, so the same faulting page walks and counts again;
+    PERF_TLB_HITS counts the hits that passed, so a kept leaf lacking the permission (the
+    PERMISSION fault's leaf, kept: docs/hardware.md, TLB) counts in neither, and neither does
+    a RANGE fault (registers.md). Each IB of VMID 1 below is five dwords, its one access after
+    one warm fetch; a reference IB writing a warm page gives the fetch's hits. On the RTL; the
+    reference model has no TLB and reads 0."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    model = dev.name == "model"
+    tlb = lambda: (g.read("PERF_TLB_HITS"), g.read("PERF_TLB_MISSES"))  # noqa: E731
+
+    def run(va):
+        g.w32(PA_CODE, write_data(va, [1]))
+        a = tlb()
+        ring.submit(ib(VA_CODE, 5, VMID=1))
+        st = g.idle()
+        b = tlb()
+        if st["ERROR"]:
+            g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+            g.set("CP_QUEUE_RESET", Q0=1)
+            g.idle()
+            ring.wptr = 0
+            ih.pop()
+        return (b[0] - a[0], b[1] - a[1]), g.fields("VM_FAULT_STATUS")["CAUSE"] if st["ERROR"] else None
+
+    run(VA_OUT)  # VA_CODE and VA_OUT in the TLB
+    (hits, misses), _ = run(VA_OUT)
+    if model:
+        assert tlb() == (0, 0)
+        return
+    assert misses == 0 and hits >= 2, (hits, misses)
+    fetch = hits - 1
+    cases = [("VA_RO, first", VA_RO, (fetch, 1)),  # walks, its leaf lacks WRITEABLE: a miss
+             ("VA_RO, again", VA_RO, (fetch, 0)),  # the kept leaf: a hit that fails, neither
+             ("VA_HOLE", VA_HOLE, (fetch, 1)),  # INVALID: walks
+             ("VA_HOLE, again", VA_HOLE, (fetch, 1)),  # nothing kept: walks again
+             ("beyond the reach", 1 << 31, (fetch, 0))]  # RANGE: neither
+    for what, va, want in cases:
+        got, cause = run(va)
+        assert cause is not None, f"{what}: no fault"
+        assert got == want, f"{what} (CAUSE {cause}): PERF_TLB_HITS, PERF_TLB_MISSES grew by {got}, expected {want}"
+    assert run(VA_OUT)[0] == (hits, 0), "the warm page still hits"
+
+
+CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
+          check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
+          check_timestamp_runs_on_through_perf_clear_and_soft_reset,
+          check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
+          check_counters_survive_every_reset_but_perf_clear,
+          check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())
