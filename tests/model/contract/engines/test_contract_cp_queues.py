@@ -373,11 +373,14 @@ def check_queue_reset_while_each_packet_kind_runs(dev):
             ring.submit(*packets(), write_data(tag, [0x7A6]))
             other_ring.submit(*[write_data(other + 4 * k, [q << 12 | k + 1]) for k in range(4)])
             g.dev.delay(60)
+            level = {"IB2": "IB2", "CHAIN": "IB1"}.get(name, "RING")
+            if name in ("IB2", "CHAIN"):  # (on slow memory the IB's fetch may take longer than 60 cycles)
+                g.until(lambda: g.read(ring.status) & 1 or g.fields(ring.status)["LEVEL"] == g.level[level],
+                        f"queue {q} in its {level}", cycles=4000, step=4)
             run, st0 = g.read(ring.status), g.fields("STATUS")
             g.set("CP_QUEUE_RESET", **{f"Q{q}": 1})
             what = f"queue {q} reset during {name}"
             if not run & 1:  # (on the RTL; the model runs a doorbell's packets before the next MMIO)
-                level = {"IB2": "IB2", "CHAIN": "IB1"}.get(name, "RING")
                 st_run = g.regs[ring.status].fields
                 assert (st_run["LEVEL"].get(run), st_run["WAITING"].get(run), st_run["ERROR"].get(run)) == \
                     (g.level[level], 0, 0), f"{what}: {ring.status} {run:#x} while it runs"
