@@ -188,9 +188,11 @@ class Queue(_Dispatched):
         except KmdError as e:
             if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
-            if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice)
+            if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice, False by default)
                 raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
-                                      f"this client's render node lacks ({e.message}): use 'normal'") from None
+                                      f"this client's render node lacks ({e.message}): use 'normal', or open the "
+                                      "device over open_render_node(cap_sys_nice=True), or gpucosim run --kmd "
+                                      "cap_sys_nice=1") from None
             if e.errno == errno.EIO:  # the file is banned: no context of it runs (umd/kmd_errors.py)
                 self.ws.banned = kmd_errors.ban_reason(e)
                 raise DeviceLost(f"queue: {e.message}: {OPEN_NEW_DEVICE}") from e

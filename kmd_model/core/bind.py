@@ -140,8 +140,8 @@ def open_render_node(*, cap_sys_nice: bool | None = None, cap_perfmon: bool | No
     """Open the bound device, as opening /dev/dri/renderD128 does. `cap_sys_nice`: whether
     the opening process has CAP_SYS_NICE, which CTX ALLOC's HIGH and VERY_HIGH priorities
     need; `cap_perfmon`: whether it has CAP_PERFMON, which INFO COUNTERS' device-wide
-    counters need (None: the driver's KmdParams.cap_sys_nice, True unless bound otherwise;
-    KmdParams.cap_perfmon, False unless bound otherwise)."""
+    counters need (None: the driver's KmdParams.cap_sys_nice and KmdParams.cap_perfmon,
+    False unless bound otherwise)."""
     for name, v in (("cap_sys_nice", cap_sys_nice), ("cap_perfmon", cap_perfmon)):
         if v is not None and type(v) is not bool:  # (isinstance runs a __class__ of the caller's)
             raise TypeError(f"open_render_node: {name} must be True, False or None, not {v!r}")

@@ -39,7 +39,7 @@ class File:
         # may ask CTX ALLOC for above-NORMAL priorities, as a process with CAP_SYS_NICE (or the
         # DRM master) may on amdgpu; set from KmdParams.cap_sys_nice or open_render_node's
         # argument when the file is opened
-        self.cap_sys_nice = True
+        self.cap_sys_nice = False
         # may read the device-wide performance counters and driver statistics (INFO COUNTERS),
         # as a process with CAP_PERFMON may open a system-wide perf event; from
         # KmdParams.cap_perfmon or open_render_node's argument

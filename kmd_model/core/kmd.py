@@ -85,10 +85,12 @@ class KmdParams:
     # unfinished jobs of one context on one ring (amdgpu_sched_jobs): the CS past them waits
     # for the oldest (amdgpu_ctx_wait_prev_fence), so a context's queue has a bound
     sched_jobs: int = 32
-    # what the files opened may do by default (File.cap_sys_nice; open_render_node overrides
-    # it per file): as a process with CAP_SYS_NICE, ask CTX ALLOC for HIGH and VERY_HIGH
-    # (amdgpu_ctx_priority_permit); False: every client unprivileged (EACCES for those)
-    cap_sys_nice: bool = True
+    # as a process with CAP_SYS_NICE (File.cap_sys_nice; open_render_node overrides it per
+    # file): ask CTX ALLOC for HIGH and VERY_HIGH, the CP's HIGH queue ahead of everyone's
+    # NORMAL work; False (the default, as amdgpu_ctx_priority_permit refuses a process without
+    # it): those are EACCES. A tool, example or test that asks for HIGH opts in:
+    # open_render_node(cap_sys_nice=True)
+    cap_sys_nice: bool = False
     # as a process with CAP_PERFMON (File.cap_perfmon; open_render_node overrides it per file):
     # INFO COUNTERS answers the device's performance counters and the driver's statistics, every
     # client's activity in them; False (the default, as Linux gives a system-wide perf event only

@@ -264,7 +264,7 @@ class Ring:
 
     # CP_QUEUE_PRIORITY for the ring test after this queue's reset: this queue above the
     # other. Queue 0 runs only while queue 1 (high, as init_hw programs them) has nothing to
-    # run, so a client of HIGH priority (cap_sys_nice: any client by default) whose queue 1
+    # run, so a client of HIGH priority (cap_sys_nice: then any client by default) whose queue 1
     # job ran a long stream of fills as queue 0 was reset (its own queue 0 job faulting, its
     # queue 1 job released then: by a flag it polls, which the faulting job may write just
     # before its fault) held the test past its bound:

@@ -41,8 +41,9 @@ class Client:
     """One open render node with a context: the raw-ioctl view of a UMD. Its BOs are
     mapped (GEM_VA) one after another from the bottom of the VM's range, a guard page apart."""
 
-    def __init__(self, cap_perfmon: bool | None = None):
-        self.f = kmd_model.open_render_node(cap_perfmon=cap_perfmon)  # True: may read INFO COUNTERS whole
+    def __init__(self, cap_perfmon: bool | None = None, cap_sys_nice: bool | None = None):
+        # cap_perfmon True: may read INFO COUNTERS whole; cap_sys_nice True: may ask for HIGH
+        self.f = kmd_model.open_render_node(cap_perfmon=cap_perfmon, cap_sys_nice=cap_sys_nice)
         self.ctx = self.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
         # clients start 16 MiB apart, so one's addresses are holes in another's VM
         self.next_va = self.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)).va_start + (self.f.fd - 3 << 24)

@@ -100,7 +100,7 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
     rng = random.Random(seed)
     kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000,
                          hw_submission_limit=rng.choice([1, 2, 64]), ban_after_hangs=rng.choice([1, 3, 100]),
-                         cs_check=rng.random() < 0.5)
+                         cs_check=rng.random() < 0.5, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     victim = Client()
     vbo = victim.bo(0x10000)
     vhigh = victim.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id

@@ -24,7 +24,7 @@ from tests.kmd.uapi.test_kmd_uapi_contract import LATEST, PAGE, RW, Umd, ib, ref
 
 def check_ctx(dev):
     kmd_model.bind(dev)
-    a, b = Umd(), Umd()
+    a, b = Umd(cap_sys_nice=True), Umd()  # (a asks for every priority)
     C = Request.CTX
     ids = [a.ctx() for _ in range(3)]
     assert ids == [1, 2, 3] and b.ctx() == 1  # the file's own ids, from 1
@@ -46,10 +46,11 @@ def check_ctx(dev):
     for prio in (1, -1024, 1024, 1 << 31, 100, None, 0.0, "HIGH"):
         refused(errno.EINVAL, "CTX", a.io, C, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
     before = a.ctx()
-    for prio in CtxPriority:  # every priority with CAP_SYS_NICE (every file's default)
+    for prio in CtxPriority:  # every priority with CAP_SYS_NICE (a file opened with it)
         a.ctx(prio)
-    # without CAP_SYS_NICE: above NORMAL is EACCES (amdgpu_ctx_priority_permit), the rest fine
-    n = Umd(cap_sys_nice=False)
+    # without CAP_SYS_NICE (every file's default): above NORMAL is EACCES
+    # (amdgpu_ctx_priority_permit), the rest fine
+    n = Umd()
     for prio in (CtxPriority.HIGH, CtxPriority.VERY_HIGH):
         e = refused(errno.EACCES, "CTX ALLOC", n.io, C, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
         assert e.message == f"CTX ALLOC: priority {prio.name} needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)"
@@ -65,7 +66,7 @@ def check_ctx(dev):
 
 def check_cs(dev):
     kmd_model.bind(dev)
-    u = Umd()
+    u = Umd(cap_sys_nice=True)  # (it makes a HIGH context)
     ctx = u.ctx()
     h, u32, va = u.bo(0x4000)
     data = va + 0x2000

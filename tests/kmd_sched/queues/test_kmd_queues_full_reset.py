@@ -151,7 +151,7 @@ def check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job(d
 def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(dev, fills: int = 8,
                                                                                 fill: int = 16 << 10,
                                                                                 packets: int | None = 1):
-    """A hostile client (HIGH priority: cap_sys_nice, so any client by default) makes queue 0's
+    """A hostile client (HIGH priority: cap_sys_nice, then every client's default) makes queue 0's
     reset fail on purpose: its queue 0 job faults, and its queue 1 job, released as the KMD
     resets queue 0 (by a flag the job polls: here set by the test as the reset is requested,
     as a late interrupt lets it happen), runs `fills` DMA_DATA fills. Queue 1 is served first
@@ -166,7 +166,7 @@ def check_a_flood_on_queue_1_does_not_turn_queue_0_s_reset_into_the_full_reset(d
     queue 0's reset, nothing else run again. On the RTL the fills have CP_SYNC, and the
     KMD's bound is scaled to them (`packets` times the longest packet, a `fill`-byte one):
     8 fills of 16 KiB, some 16,400 cycles on a 64-bit bus, against a bound of 9,096."""
-    kmd = kmd_model.bind(dev, hw_timeout=5_000)
+    kmd = kmd_model.bind(dev, hw_timeout=5_000, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     if packets is not None:
         kmd.ring.RESET_PACKETS = packets
         kmd.ring.longest_cp_packet = lambda: 2 * (fill // kmd.info.bus_bytes)

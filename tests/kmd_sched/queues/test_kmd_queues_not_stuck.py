@@ -64,7 +64,7 @@ def check_a_high_poll_held_off_by_queue_0_s_transfers_is_not_taken_for_stuck(dev
     WAIT_REG_MEM"). Queue 1 may be parked too now, on the same proof: no poll read of its own
     since the last look, and a poll of its job holding."""
     from kmd_model import regs
-    kmd = kmd_model.bind(dev, job_timeout=3_000)
+    kmd = kmd_model.bind(dev, job_timeout=3_000, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     good, evil = Client(), Client()
     hi = new_ctx(good, CtxPriority.HIGH)
     fill = 128 << 10
@@ -96,7 +96,7 @@ def check_a_poll_released_behind_queue_1_s_flood_is_not_taken_for_stuck(dev, fil
     context guilty, a hang counted towards its file's ban (file_ban_after_hangs). Now a
     waiting queue whose poll holds in memory, the other CP queue having run since the last
     look, is waiting for the CP, not stuck."""
-    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000, cap_sys_nice=True)
     good, evil = Client(), Client()
     dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
     gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
@@ -123,7 +123,7 @@ def check_a_poll_released_behind_queue_1_s_flood_with_a_later_poll_still_to_come
     look (a job in its ring all along, running at the look) is not stuck while any poll of
     its job holds: it may be parked in that one."""
     t_out = 3_000
-    kmd = kmd_model.bind(dev, job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(dev, job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     good, evil = Client(), Client()
     dst = 0x5000 + -(-(len(pm4.dma_data(0, 0, 4)) * fills + 0x40) * 4 // 0x1000) * 0x1000
     gbo, ebo = good.bo(0x4000), evil.bo(dst + max(fill, 0x1000))
@@ -155,7 +155,7 @@ def check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alon
     with TIMEOUT, its context guilty, a hang towards its file's ban: what any client, HIGH by
     default, could do to another). The timer now asks the queue's own poll reads
     (PERF_Q0_POLLS): still since the last look, it had no turn."""
-    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000, cap_sys_nice=True)
     good, evil = Client(), Client()
     per_job = len(pm4.wait_reg_mem(0, 1, 1, "EQ")) + len(pm4.dma_data(0, 0, 4)) * fills
     ib_bytes = -(-per_job * 4 // 0x100) * 0x100
@@ -214,7 +214,7 @@ def test_an_unchecked_job_starved_by_queue_1_is_not_reset_for_the_time_it_could_
     timer's looks in which the queue was served, so the job runs once the flood ends."""
     t_out, timeouts, jobs, fills = 2_000, 4, 24, 1_000
     kmd = kmd_model.bind(OnePacketACycle(), cs_check=False, job_timeout=t_out, hw_timeout=5_000,
-                         unchecked_job_timeouts=timeouts)
+                         unchecked_job_timeouts=timeouts, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     good, busy = Client(), Client()
     gbo, ebo = good.bo(0x1000), busy.bo(0x10000 * jobs)
     hi = new_ctx(busy, CtxPriority.HIGH)
@@ -275,7 +275,7 @@ def test_an_unchecked_job_parked_behind_queue_1_s_jobs_is_not_reset_for_the_time
     client's flood of five jobs of 8,000 cycles each (each well under the rule's 4 job
     timeouts, the flood some 40,000 cycles, 13 of them), runs to its end, nobody reset."""
     kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=False,
-                         unchecked_job_timeouts=4)
+                         unchecked_job_timeouts=4, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     good, evil = Client(), Client()
     fills, jobs = 8_000, 5
     gbo, ebo = good.bo(0x4000), evil.bo(0x80_000)

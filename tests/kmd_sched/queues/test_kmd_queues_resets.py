@@ -58,7 +58,7 @@ def check_a_vm_fault_on_the_cps_second_queue_resets_that_queue_and_is_reported(d
     """A high-priority job that writes where its VM maps nothing: the UTCL2 entry names
     queue 1, so that queue alone is reset, and the fault (address, VMID, access) is kept for
     INFO VM_FAULT and the file's VM as any fault is."""
-    kmd = kmd_model.bind(dev, cs_check=False)
+    kmd = kmd_model.bind(dev, cs_check=False, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)
@@ -125,7 +125,7 @@ def check_a_cp_queue_reset_behind_the_other_queues_long_packet_stays_a_queue_res
     hw_timeout and the job timeout are bound small so a 128 KiB fill (about 16,000 cycles
     on a 64-bit bus) is longer than both (as 20,000 cycles are behind a 1 MiB fill). Both
     ways: the gfx ring hung (the fill on gfx_high), then gfx_high (the fill on gfx)."""
-    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000)
+    kmd = kmd_model.bind(dev, job_timeout=3_000, hw_timeout=5_000, cap_sys_nice=True)
     good, evil = Client(), Client()
     fill = 128 << 10
     gbo, ebo = good.bo(fill + 0x1000), evil.bo(0x2000)
@@ -158,7 +158,7 @@ def check_a_queue_0_reset_while_queue_1_fills_keeps_queue_1s_transfers(dev):
     the DMA engine's queued transfers: queue 0 is not the running one then, and queue 1's
     transfers must all land (its fence comes after them), its job run once, nothing reset
     but queue 0."""
-    kmd = kmd_model.bind(dev)
+    kmd = kmd_model.bind(dev, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     n, size = 4, 16 << 10
     bo, victim = c.bo(n * size + 0x4000), c.bo()

@@ -68,7 +68,7 @@ def check_high_priority_context_runs_on_the_cps_second_queue(dev):
     finishes while a normal job sits in a long IB (stopped in a WAIT_REG_MEM); a bad job
     there is reset on that queue alone (CP_QUEUE_RESET.Q1, no device reset) while the
     normal gfx ring keeps its job."""
-    kmd = kmd_model.bind(dev, cs_check=False)
+    kmd = kmd_model.bind(dev, cs_check=False, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo(0x8000)
     hi = new_ctx(c, CtxPriority.HIGH)
@@ -141,7 +141,7 @@ def test_cs_ring_and_dependency_errors():
         expect(err, msg, c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=prio))
     # read by ALLOC alone (amdgpu_ctx_ioctl): QUERY_STATE answers as with 0
     assert c.io(Request.CTX, uapi.CtxArgs(CtxOp.QUERY_STATE, c.ctx, priority=512)) == query(c)
-    c.f.cap_sys_nice = False
+    assert not c.f.cap_sys_nice  # (no file has CAP_SYS_NICE by default)
     expect(errno.EACCES, "CTX ALLOC: priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)",
            c.io, Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH))
     assert new_ctx(c, CtxPriority.LOW)
@@ -181,7 +181,7 @@ def test_a_device_without_queue_caps_binds_with_one_gfx_queue_and_no_copy_engine
     model = RefModel()
     # the register is not decoded: DECERR (the model's map is shared and read-only: a copy)
     model._slots = {off: s for off, s in model._slots.items() if off != regs.QUEUE_CAPS.addr()}
-    kmd = kmd_model.bind(model, cs_check=False)  # (a bad packet reaches the CP below)
+    kmd = kmd_model.bind(model, cs_check=False, cap_sys_nice=True)  # (a bad packet reaches the CP below)
     assert (kmd.sdma_engines, kmd.sdma_ring, kmd.hqd_ring, sorted(kmd.rings)) == (0, None, None, [(GFX, 0)])
     c = Client()
     bo = c.bo()
@@ -213,7 +213,7 @@ def test_on_model(check):
 def test_priorities_and_hw_submission_limit():
     """With one job in flight per ring, queued jobs go HIGH before NORMAL before LOW, round
     robin within a run queue; each entity's jobs in order."""
-    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1)
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo(0x8000)
     order = bo.addr + 0x6000
@@ -240,7 +240,7 @@ def test_hw_submission_limit_holds_on_the_high_priority_queue():
     """hw_submission_limit is per ring, the CP's second queue (gfx_high) included: with a
     limit of 1, a HIGH context's second job waits in its entity while the first polls, and
     enters the ring when the first is done."""
-    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1)
+    kmd = kmd_model.bind(RefModel(), hw_submission_limit=1, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)

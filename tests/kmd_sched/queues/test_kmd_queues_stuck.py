@@ -37,7 +37,7 @@ def check_a_hang_on_one_cp_queue_is_found_while_the_other_queue_works(dev):
     yet have been found (before job_timeout), and that the first look after twice the
     timeout (and the worker's one job and pause) saw it."""
     t_out = 20_000
-    kmd = kmd_model.bind(dev, job_timeout=t_out)
+    kmd = kmd_model.bind(dev, job_timeout=t_out, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     bad_c, work_c = Client(), Client()
     bbo, wbo = bad_c.bo(), work_c.bo(0x8000)
     for n, hung in enumerate(("gfx_high", "gfx")):
@@ -90,7 +90,7 @@ def check_an_unchecked_loop_on_one_cp_queue_is_reset_by_its_dwords_while_the_oth
     # rule (128,000 cycles) came first (GPUCOSIM_DRIVER_MEM=slow:3)
     n, t_out, timeouts = 1 << 10, 2_000, 256
     kmd = kmd_model.bind(dev, cs_check=False, max_job_dw=n, job_timeout=t_out, fallback_poll=1_000,
-                         unchecked_job_timeouts=timeouts)
+                         unchecked_job_timeouts=timeouts, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     bad, work, behind = Client(), Client(), Client()
     hbo, wbo, bbo = bad.bo(0x1000), work.bo(0x8000), behind.bo(0x1000)
     for k, ring in enumerate(("gfx_high", "gfx")):
@@ -176,7 +176,7 @@ def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_still_stuck():
     """The other side of the rule: a job on queue 0 whose poll does not hold is reset by its
     timeout while queue 1 floods (the flood, queue 0's only hope of being moved on, is no
     reason to wait for it), queue 0 alone, the flood run once."""
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cap_sys_nice=True)
     bad, evil = Client(), Client()
     bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
     ehi = new_ctx(evil, CtxPriority.HIGH)
@@ -243,7 +243,7 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_lets_
     0 for as long as queue 1 had such work, every other client's job on ring 0 behind it.
     It is reset by its timeout, and the innocent job behind it runs."""
     t_out = 3_000
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     bad, busy, behind = Client(), Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), busy.bo(0x10000), behind.bo(0x1000)
     hi = new_ctx(busy, CtxPriority.HIGH)
@@ -276,7 +276,7 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     the last look only if it is running at the look (not polling, its STATUS): the hostile
     job is reset by its timeout, the first look that finds queue 1 polling."""
     t_out, rounds = 3_000, 40
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     bad, busy = Client(), Client()
     bbo, wbo = bad.bo(0x4000), busy.bo(0x100000)
     hi = new_ctx(busy, CtxPriority.HIGH)
@@ -316,7 +316,7 @@ def test_a_poll_that_never_holds_after_one_that_does_is_stuck_when_queue_1_polls
     whether queue 0 made a poll read (PERF_Q0_POLLS): it polled B between the looks, and the
     hostile job is reset by its timeout."""
     t_out, rounds = 3_000, 40
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     bad, behind = Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x100000), behind.bo(0x1000)
     hi = new_ctx(bad, CtxPriority.HIGH)
@@ -356,7 +356,7 @@ def test_a_high_job_in_a_poll_that_never_holds_after_one_that_does_is_stuck_whil
     A queue of higher priority than the other's is never parked behind it: reset by its
     timeout."""
     t_out, rounds = 3_000, 120
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     bad, behind = Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
     hi, nhi = new_ctx(bad, CtxPriority.HIGH), new_ctx(behind, CtxPriority.HIGH)
@@ -397,7 +397,7 @@ def test_a_poll_a_client_makes_hold_only_at_the_looks_is_stuck():
     other queue held the CP since the last look (it had no turn to poll): reset by its
     timeout."""
     t_out, rounds = 3_000, 40
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000)
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=t_out, hw_timeout=5_000, cap_sys_nice=True)
     bad, behind = Client(), Client()
     bbo, wbo, nbo = bad.bo(0x4000), bad.bo(0x10000), behind.bo(0x1000)
     hi = new_ctx(bad, CtxPriority.HIGH)

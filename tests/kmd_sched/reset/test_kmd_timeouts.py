@@ -52,7 +52,7 @@ def test_an_error_entry_read_after_its_queue_was_reset_for_it_is_not_a_new_error
     it is stale. (Ring 0 went to the full reset before CP_QUEUE_RESET.Q0 was used: the case
     came with it, queue 1's was there already.)"""
     from ..sched_helpers import new_ctx
-    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40)
+    kmd = kmd_model.bind(RefModel(), cs_check=False, job_timeout=2_000, fallback_poll=1 << 40, cap_sys_nice=True)
     c, d = Client(), Client()
     bo, dbo = c.bo(), d.bo()
     cctx, dctx = ((new_ctx(c, CtxPriority.HIGH), new_ctx(d, CtxPriority.HIGH)) if ring == "gfx_high"
@@ -286,7 +286,7 @@ def test_a_timeout_on_the_cps_second_queue_names_the_queue():
     1, ring gfx_high) names queue 1 and its own status register."""
     from kmd_model.uapi import CtxPriority
 
-    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40)
+    kmd = kmd_model.bind(RefModel(), job_timeout=5_000, fallback_poll=1 << 40, cap_sys_nice=True)
     c = Client()
     bo = c.bo()
     hi = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id
@@ -317,7 +317,7 @@ def _straddling_ib(priority: int | None = None):
     where a BO y is mapped (its 8 dwords: the WAIT_REG_MEM the CP is stuck in). In memory,
     what follows x is client b's BO, holding a WAIT_REG_MEM on a secret. `priority`: of a
     context of its own (HIGH: on the CP's second queue, ring gfx_high)."""
-    kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000)
+    kmd_model.bind(RefModel(), cs_check=False, job_timeout=5_000, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     a, b = Client(), Client()
     x, theirs = a.bo(0x1000), b.bo(0x1000)
     y = a.io(Request.GEM_CREATE, GemCreateArgs(0x1000)).handle
@@ -397,7 +397,8 @@ def test_a_poll_that_does_not_hold_behind_queue_1_s_flood_is_found_in_an_ib2_or_
     one, not stuck, for as long as the flood lasted."""
     from tests.kmd_sched.sched_helpers import ParkedPolls
 
-    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=where == "in_an_ib2")
+    kmd = kmd_model.bind(ParkedPolls(), job_timeout=3_000, hw_timeout=5_000, cs_check=where == "in_an_ib2",
+                         cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     bad, evil = Client(), Client()
     bbo, ebo = bad.bo(0x4000), evil.bo(0x100000)
     ehi = evil.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id

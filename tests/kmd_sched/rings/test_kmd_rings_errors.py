@@ -28,7 +28,7 @@ from tests.kmd_sched.sched_helpers import Recorder
 def test_errors_are_counted_per_engine():
     """An SDMA error counts in sdma_errors, an error of the CP's second queue in cp_errors;
     neither is a VM fault unless it is one."""
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    kmd = kmd_model.bind(RefModel(), cs_check=False, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo()
     bad = c.submit(sdma_ib(bo, [0x23DECD3D]))
@@ -92,7 +92,7 @@ def test_a_gfx_high_timeout_names_its_wait_by_the_clients_address():
     """The CP's second queue's timer diagnoses as ring 0's: the WAIT_REG_MEM its job is stuck
     in, found in the checked copies the CP runs, is named in the message and the error's
     fields by the client's address (the UMD looks its call up by it), not the copy's."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     hi = new_ctx(c, CtxPriority.HIGH)
     bo = c.bo()
@@ -293,7 +293,7 @@ def test_the_ring_test_after_queue_0_s_reset_waits_while_queue_1_moves_on_and_no
     CP_SYNC copy, its message saying so."""
     t = 2_000
     dev = SlowQueue0Start(None if case == "queue_1_moving_for_ever" else 3 * t, case != "queue_1_not_moving")
-    kmd = kmd_model.bind(dev, job_timeout=10_000, hw_timeout=t, cs_check=False)
+    kmd = kmd_model.bind(dev, job_timeout=10_000, hw_timeout=t, cs_check=False, cap_sys_nice=True)
     most = t + 16 * 2 * (4096 // kmd.info.bus_bytes)
     c, good = Client(), Client()
     bo = c.bo()

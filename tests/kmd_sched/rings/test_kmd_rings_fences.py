@@ -28,7 +28,7 @@ def test_each_extra_ring_wraps_many_times(ring):
     """A small ring wrapped many times over: the engine reads the size the KMD programmed,
     writes its rptr back where the KMD reads it (in the ring's own units), and every job's
     data lands. A size or rptr the two sides disagree on stalls or corrupts the ring."""
-    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, sdma_ring_log2_dw=6, cs_check=False)
+    kmd = kmd_model.bind(RefModel(), ring_log2_dw=6, sdma_ring_log2_dw=6, cs_check=False, cap_sys_nice=True)
     c = Client()
     ctx = new_ctx(c, CtxPriority.HIGH) if ring == "gfx_high" else c.ctx
     sched = kmd.sdma_sched if ring == "sdma0" else kmd.hqd_sched
@@ -57,7 +57,7 @@ def test_seqnos_wrap_on_every_ring():
     time, each job would finish before the next CS on the model, and a compare that is not
     wrap-safe would still see fence == memory each time: test_kmd_fence's reasoning.)"""
     start = 2**32 - 12
-    kmd = kmd_model.bind(RefModel(), initial_seq=start, cs_check=False)
+    kmd = kmd_model.bind(RefModel(), initial_seq=start, cs_check=False, cap_sys_nice=True)
     c = Client()
     rings = {"gfx": (c.ctx, kmd.sched), "gfx_high": (new_ctx(c, CtxPriority.HIGH), kmd.hqd_sched),
              "sdma0": (new_ctx(c), kmd.sdma_sched)}
@@ -117,7 +117,7 @@ def test_sdma_ib_packets_end_on_an_8_dword_boundary_and_ibs_pad_with_sdma_nops()
 
 def test_extra_rings_read_their_own_write_pointer():
     """Each ring's get_wptr reads its own engine's WPTR register, in the driver's dwords."""
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)
@@ -166,7 +166,7 @@ def test_a_gfx_fence_is_signalled_by_its_eop_interrupt(queues):
     """A gfx job's fence, on the CP's second queue (a HIGH-priority context) as on the
     first, is signalled by its EOP interrupt the moment the handler runs, not only later by
     a poll; on a device with an IH ring but no second queue, EOP entries are handled too."""
-    kmd = kmd_model.bind(RefModel(queues=queues, sdma=queues), cs_check=False)
+    kmd = kmd_model.bind(RefModel(queues=queues, sdma=queues), cs_check=False, cap_sys_nice=True)
     c = Client()
     bo = c.bo()
     ctx = new_ctx(c, CtxPriority.HIGH)
@@ -188,7 +188,8 @@ def test_a_device_without_ih_ring_polls_every_engine(queues):
     poll read every engine's fences and status themselves, with or without the extra rings;
     an SDMA error and an error on the CP's second queue are found by polling and reset
     that queue alone."""
-    kmd = kmd_model.bind(RefModel(ih=False, queues=queues, sdma=queues), job_timeout=50_000, cs_check=False)
+    kmd = kmd_model.bind(RefModel(ih=False, queues=queues, sdma=queues), job_timeout=50_000, cs_check=False,
+                         cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo(0x8000)
     c.run(bo, pm4.write_data(bo.addr + 0x100, [7]))
@@ -232,7 +233,7 @@ def test_a_lost_interrupt_on_the_cps_second_queue_is_caught_by_the_fallback_poll
             self.delay(timeout_cycles)
             return False
 
-    kmd = kmd_model.bind(Deaf(), job_timeout=10**9, cs_check=False)
+    kmd = kmd_model.bind(Deaf(), job_timeout=10**9, cs_check=False, cap_sys_nice=True)
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)
@@ -247,7 +248,7 @@ def test_a_lost_interrupt_on_the_cps_second_queue_is_caught_by_the_fallback_poll
 
 def test_doorbells_of_every_ring_are_announced_with_their_ring_and_wptr():
     rec = Recorder()
-    kmd = kmd_model.bind(RefModel(), observers=[rec])
+    kmd = kmd_model.bind(RefModel(), observers=[rec], cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     c = Client()
     bo = c.bo()
     hi = new_ctx(c, CtxPriority.HIGH)

@@ -387,7 +387,8 @@ def test_a_cs_that_waits_for_its_slot_leaves_the_pools_queue_and_joins_it_again_
     hole while X's copy is there). H ends: a2 takes H's room; a3 gets its turn and must now
     wait for a1 (a1 and a2 fill its context's two slots); V goes ahead meanwhile. a1 ends:
     a3 queues again, behind W. X ends: W, then a3."""
-    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=16, sched_jobs=2, job_timeout=1 << 30, fallback_poll=1_000)
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=16, sched_jobs=2, job_timeout=1 << 30, fallback_poll=1_000,
+                         cap_sys_nice=True)  # (x asks for HIGH: CAP_SYS_NICE)
     x, h, a, v, w = Client(), Client(), Client(), Client(), Client()
     xbo, hbo, abo, vbo, wbo = (c.bo(0x4000) for c in (x, h, a, v, w))
     flag = {c: c.phys(bo) // 4 + 0xFC0 for c, bo in ((x, xbo), (h, hbo), (a, abo), (v, vbo))}

@@ -14,10 +14,11 @@ the driver spend, and run, beyond the checker.
   `amdgpu_sched_jobs` (32) fences per entity and a CS waits for the one in its slot
   (amdgpu_ctx_wait_prev_fence), a CS with `KmdParams.sched_jobs` unfinished jobs of its
   context on that ring waits for the oldest; a hang there ends by its reset (ECANCELED).
-- HIGH priority for everyone: every file could ask CTX ALLOC for HIGH. A driver bound with
-  `cap_sys_nice=False` (`gpucosim run --kmd cap_sys_nice=0`), or a file opened with
-  `open_render_node(cap_sys_nice=False)`, is unprivileged: HIGH is EACCES, as amdgpu's
-  amdgpu_ctx_priority_permit answers a process without CAP_SYS_NICE.
+- HIGH priority for everyone: every file could ask CTX ALLOC for HIGH. No file has
+  CAP_SYS_NICE by default now (`KmdParams.cap_sys_nice` False): HIGH is EACCES, as amdgpu's
+  amdgpu_ctx_priority_permit answers a process without it. What asks for HIGH opts in: a
+  file opened with `open_render_node(cap_sys_nice=True)`, or a driver bound with
+  `cap_sys_nice=True` (`gpucosim run --kmd cap_sys_nice=1`).
 """
 
 from __future__ import annotations
@@ -454,8 +455,48 @@ def test_an_unprivileged_clients_high_priority_is_eacces_and_its_normal_work_run
     assert str(ei.value) == "open_render_node: cap_sys_nice must be True, False or None, not 1"
 
 
-def test_the_default_driver_lets_clients_ask_for_high_and_one_file_may_be_opened_without():
-    kmd_model.bind(RefModel())
+def test_a_client_opened_by_default_gets_no_high_priority():
+    """Every file had CAP_SYS_NICE by default (KmdParams.cap_sys_nice=True, so that the tests
+    and examples could ask for HIGH): a client opened as every app is, with no parameter, took
+    the CP's HIGH queue ahead of everyone's NORMAL work. As amdgpu (amdgpu_ctx_priority_permit:
+    EACCES without CAP_SYS_NICE) a file now has it only when asked for: the driver's default
+    is False, and what asks for HIGH opens its file with open_render_node(cap_sys_nice=True)
+    (or binds with cap_sys_nice=True)."""
+    import umd
+    kmd = kmd_model.bind(RefModel())
+    assert kmd.params.cap_sys_nice is False
+    c = Client()
+    assert not c.f.cap_sys_nice
+    for prio in (CtxPriority.HIGH, CtxPriority.VERY_HIGH):
+        with pytest.raises(KmdError) as ei:
+            c.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=prio))
+        assert (ei.value.errno, ei.value.message) == (
+            errno.EACCES, f"CTX ALLOC: priority {prio.name} needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)")
+    assert set(kmd.contexts) == {(c.f.fd, c.ctx)}  # nothing of the refused ones left
+    # the UMD's default device too: one line naming what to do
+    gpu = umd.open()
+    try:
+        with pytest.raises(PermissionError) as ei:
+            gpu.queue(priority="high")
+        assert ei.value.errno == errno.EACCES and "\n" not in str(ei.value)
+        assert str(ei.value).startswith("[Errno 13] queue: priority='high' needs CAP_SYS_NICE")
+        assert str(ei.value).endswith("open_render_node(cap_sys_nice=True), or gpucosim run --kmd cap_sys_nice=1")
+    finally:
+        gpu.close()
+    # opting in: a privileged file beside it (an app's Device over one), or a driver bound so
+    root = kmd_model.open_render_node(cap_sys_nice=True)
+    assert root.ioctl(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 1
+    from umd.winsys import Winsys
+    gpu = umd.open(winsys=Winsys(kmd_model.open_render_node(cap_sys_nice=True)))
+    try:
+        hi, buf = gpu.queue(priority="high"), gpu.alloc(0x1000)
+        hi.fill(buf, 0, 0x1000, 0x600D_0001)
+        hi.finish()
+        assert (buf.u32 == 0x600D_0001).all() and kmd.contexts[(gpu.ws.file.fd, hi.ctx_id)].priority.name == "HIGH"
+    finally:
+        gpu.close()
+    assert Client(cap_sys_nice=True).io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.VERY_HIGH)).ctx_id == 2
+    kmd_model.bind(RefModel(), cap_sys_nice=True)
     assert Client().io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=CtxPriority.HIGH)).ctx_id == 2
     f = kmd_model.open_render_node(cap_sys_nice=False)
     with pytest.raises(KmdError) as ei:
@@ -474,7 +515,8 @@ def test_an_unprivileged_umd_apps_high_queue_is_one_line_and_its_normal_queues_r
         gpu.queue(priority="high")
     assert str(ei.value) == (
         "[Errno 13] queue: priority='high' needs CAP_SYS_NICE, which this client's render node lacks (CTX ALLOC: "
-        "priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)): use 'normal'")
+        "priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)): use 'normal', or open the device over "
+        "open_render_node(cap_sys_nice=True), or gpucosim run --kmd cap_sys_nice=1")
     buf = gpu.alloc(0x1000)
     for i, q in enumerate((gpu.queue(), gpu.queue(engine="copy"), gpu.queue(priority="low"))):
         q.fill(buf, 0, 0x1000, 0x5A5A_0000 + i)

@@ -194,7 +194,7 @@ def _innocent_thread(seed: int, victim: Client, vbo, vhigh: int, wrote: dict, er
 @pytest.mark.parametrize("seed", range(4))
 def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(seed):
     kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=seed % 2 == 0,
-                         hw_submission_limit=[1, 2, 64, 64][seed % 4])
+                         hw_submission_limit=[1, 2, 64, 64][seed % 4], cap_sys_nice=True)
     heaps = _start_state(kmd)
     shared = Client()
     sbo = shared.bo(0x10000)
@@ -427,7 +427,7 @@ def test_an_sdma_poll_storm_that_overflows_the_ih_ring_loses_no_high_priority_fe
     not the CP's second queue's, and the storm kept the line high so the fallback poll never
     ran: the job had finished, and its WAIT_CS ran out (ETIME after 10,000 cycles). (The
     fallback poll is kept out of it here: the overflow alone must be enough.)"""
-    kmd = kmd_model.bind(RefModel(), fallback_poll=1 << 40, ih_log2_entries=2)
+    kmd = kmd_model.bind(RefModel(), fallback_poll=1 << 40, ih_log2_entries=2, cap_sys_nice=True)
     h, v = Client(), Client()
     hbo, vbo = h.bo(0x100000), v.bo(0x1000)
     high = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id
@@ -471,7 +471,7 @@ def test_a_fence_whose_eop_entry_was_dropped_signals_by_the_fallback_poll_throug
     (ETIME), and then the job timer took the finished job for stuck and reset its ring.
     Now the fallback poll runs every `fallback_poll` cycles whatever the interrupts do."""
     dev = SdmaStormIhModel()
-    kmd = kmd_model.bind(dev, job_timeout=50_000, fallback_poll=1_000)
+    kmd = kmd_model.bind(dev, job_timeout=50_000, fallback_poll=1_000, cap_sys_nice=True)
     v = Client()
     vbo = v.bo(0x1000)
     ctx = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
@@ -497,7 +497,7 @@ def test_the_job_timer_does_not_reset_a_job_whose_fence_is_in_memory(priority):
     resubmitted), a queue reset for a gfx_high one. It reads the ring's fence memory first
     now: a job that has finished is retired, not reset."""
     dev = SdmaStormIhModel()
-    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1 << 40)
+    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1 << 40, cap_sys_nice=True)
     v = Client()
     vbo = v.bo(0x1000)
     ctx = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
@@ -517,7 +517,7 @@ def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and
     monkeypatch.setattr(Kmd, "RECOVERY_KEPT", 8, raising=False)
     # (a context of its own for each hang: the file's ban, file_ban_after_hangs, is
     # tests/security/limits/test_security_contention.py's)
-    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, file_ban_after_hangs=31)
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, file_ban_after_hangs=31, cap_sys_nice=True)
     heaps = _start_state(kmd)
     v = Client()
     vbo = v.bo(0x10000)

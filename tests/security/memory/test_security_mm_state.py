@@ -143,7 +143,7 @@ class MmMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.dev = RefModel()
-        self.kmd = kmd_model.bind(self.dev, job_timeout=JOB_TIMEOUT, cs_check=self.CS_CHECK)
+        self.kmd = kmd_model.bind(self.dev, job_timeout=JOB_TIMEOUT, cs_check=self.CS_CHECK, cap_sys_nice=True)
         self.start = _start_state(self.kmd)
         self.files: list[RFile] = []
         self.hold = None  # the held job: (RFile, seq, target va, value, held BOs)

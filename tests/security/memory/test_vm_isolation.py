@@ -384,7 +384,7 @@ def test_a_fault_on_each_cp_queue_at_once_is_each_clients_own_in_info_vm_fault()
     from spec import sdma
     from kmd_model.uapi import CsChunkDep, HwIp, InfoArgs, InfoQuery
     from tests.kmd_sched.sched_helpers import sdma_ib
-    kmd = kmd_model.bind(RefModel(), cs_check=False)
+    kmd = kmd_model.bind(RefModel(), cs_check=False, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     a, b = Client(), Client()
     abo, bbo = a.bo(), b.bo()
     bhigh = b.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id

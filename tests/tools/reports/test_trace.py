@@ -150,7 +150,8 @@ def test_crash_report_of_the_copy_engine_and_queue_1_on_the_model(tmp_path, kw, 
     packet format, and names its dumps so disasm reads them right."""
     app = tmp_path / "bad_packet.py"
     app.write_text(_OTHER_RING_APP.format(kw=kw, bad=bad))
-    r = run(str(app), "--sim", "model", "--kmd", "cs_check=0", "--crash-dir", str(tmp_path))
+    # (queue 1's app asks for HIGH: CAP_SYS_NICE)
+    r = run(str(app), "--sim", "model", "--kmd", "cs_check=0", "--kmd", "cap_sys_nice=1", "--crash-dir", str(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"raised: GPU error: illegal opcode {bad & 0xFF if ring == 'sdma0' else 0x7b:#x} at IB+0x0" in r.stdout
     (report,) = tmp_path.glob("crash-bad_packet-model-*.txt")
@@ -197,7 +198,7 @@ def main():
     return 0
 """)
     out = tmp_path / "t.json"
-    r = run(str(app), "--sim", "model", "--trace", str(out))
+    r = run(str(app), "--sim", "model", "--kmd", "cap_sys_nice=1", "--trace", str(out))  # (it asks for HIGH)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     trace = json.loads(out.read_text())
     names = track_names(trace)
@@ -319,7 +320,8 @@ def main():
 """)
     for backend in ("model", "verilator"):
         d = tmp_path / backend
-        r = run(str(app), "--sim", backend, "--kmd", "cs_check=0", "--crash-dir", str(d), timeout=600)
+        r = run(str(app), "--sim", backend, "--kmd", "cs_check=0", "--kmd", "cap_sys_nice=1",  # (h is HIGH)
+                "--crash-dir", str(d), timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert "raised: GPU error: illegal opcode 0x7b at IB+0x14" in r.stdout, r.stdout
         (report,) = d.glob("crash-two_queues-*.txt")
@@ -354,7 +356,8 @@ def main():
     return 0
 """)
     out = tmp_path / "t.json"
-    r = run(str(app), "--sim", "verilator", "--log", "cp=info", "--trace", str(out), timeout=600)
+    r = run(str(app), "--sim", "verilator", "--kmd", "cap_sys_nice=1", "--log", "cp=info", "--trace", str(out),
+            timeout=600)  # (q is HIGH: CAP_SYS_NICE)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     logged = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("[cp] ")]
     assert any(line.startswith("[cp] HQD1 RING+") for line in logged), logged  # (queue 1's ring ran)
@@ -726,7 +729,7 @@ def test_crash_report_of_a_queue_0_timeout_while_the_cp_works_in_queue_1(tmp_pat
         return in_queue_1 or _model_probe(dev)
 
     crash = CrashReporter(tmp_path, "app", "model", probe)
-    kmd = kmd_model.bind(dev, observers=[crash.observe], job_timeout=3000)
+    kmd = kmd_model.bind(dev, observers=[crash.observe], job_timeout=3000, cap_sys_nice=True)  # (h is HIGH)
     crash.attach(kmd)
     try:
         gpu = umd.open()
@@ -765,7 +768,7 @@ def test_the_exit_report_names_each_queues_engine():
     from gpucosim.crash import exit_report
     from testbench.refmodel import RefModel
 
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=True)  # (a queue is HIGH: CAP_SYS_NICE)
     try:
         gpu = umd.open()
         queues = [gpu.queue(), gpu.queue(priority="high"), gpu.queue(engine="copy")]

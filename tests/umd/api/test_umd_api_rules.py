@@ -380,7 +380,7 @@ def test_an_event_of_a_failed_job_raises_rather_than_time_out():
     gfx ring's since CP_QUEUE_RESET.Q0) runs on after its job fails. An event of the failed job, waited for after the queue's
     next job ended, answered False, "the timeout ran out", at once and for ever; a
     timestamp of it read the slot's stale value. Both raise the job's GpuError now."""
-    gpu = _gpu(KmdParams(cs_check=False))
+    gpu = _gpu(KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     buf = gpu.alloc(64)
     c = gpu.queue(engine="copy")
     c.emit_raw([0xFFFF_FFF0])  # (no SDMA opcode: the engine stops)

@@ -45,7 +45,7 @@ def _hang(kmd, q, flag) -> None:
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_no_error_of_a_banned_file_says_make_a_new_queue(kind, async_submit):
     kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1,
-                                                 hw_timeout=2_000))
+                                                 hw_timeout=2_000, cap_sys_nice=True))
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=async_submit)
@@ -84,7 +84,7 @@ def test_a_banned_queue_whose_file_is_banned_after_is_told_to_open_a_new_device(
     its refused flush is DeviceLost (QUERY_STATE's BANNED is left unset then), and says so:
     the kernel's words name the context's ban alone ("CS: context 1 is banned")."""
     kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
-                                               file_ban_after_hangs=2))
+                                               file_ban_after_hangs=2, cap_sys_nice=True))
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])

@@ -33,7 +33,8 @@ SUBMITTED = r"^flush: the commands recorded since the last flush \(the queue's c
 @pytest.mark.parametrize("how", ["flush", "threshold", "finish"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_flush_that_raises_an_earlier_failure_submits_what_was_recorded(kind, how):
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000,
+                                           cap_sys_nice=True))  # (gfx_high asks for HIGH)
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -59,7 +60,7 @@ def test_a_flush_that_raises_an_earlier_failure_submits_what_was_recorded(kind, 
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_an_async_flush_that_raises_a_refusal_queues_what_was_recorded(kind):
-    kmd = kmd_model.bind(_model(kind), hw_timeout=2_000)
+    kmd = kmd_model.bind(_model(kind), hw_timeout=2_000, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)

@@ -90,7 +90,8 @@ def _learn(q, how: str, buf) -> None:
 @pytest.mark.parametrize("failure", ["packet", "fault", "hang", "dep"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_failed_job_is_raised_at_the_next_call_once(kind, failure, how):
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, hw_timeout=2_000,
+                                           cap_sys_nice=True))  # (gfx_high asks for HIGH)
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -121,7 +122,7 @@ def test_closing_a_queue_raises_a_failure_nobody_waited_for(kind):
     """bad; flush; close: close() finished the queue and swallowed the finish's error, on
     every kind of queue. It raises it now, once the context is released; Device.close()
     does not raise it again."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False, hw_timeout=2_000))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, hw_timeout=2_000, cap_sys_nice=True))
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     what, command = _bad_job(gpu, q, "packet", None)
@@ -135,7 +136,7 @@ def test_closing_a_queue_raises_a_failure_nobody_waited_for(kind):
 def test_an_event_before_the_failed_job_does_not_raise_it(kind):
     """A wait on an event the queue signalled before the failed job ends well, and leaves
     the error to the first call that covers the failed job (here finish)."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -155,7 +156,7 @@ def test_an_event_before_the_failed_job_does_not_raise_it(kind):
 def test_an_async_queue_raises_it_at_finish(kind):
     """An async queue's flush makes no ioctl on the app's thread: the error comes at the
     next finish (or Event.wait, close) instead, once."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -421,7 +422,7 @@ def test_a_timestamp_of_a_job_cancelled_for_its_dependency_is_not_read():
     (Queue.failed_from) the wait asks the kernel, and raises. A dependency's error names the
     other context's seqno, which says nothing of this queue's: taken for this queue's first
     suspect job, it put the cancelled job before it, and its timestamp read as the GPU's (0)."""
-    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=2)
     buf = gpu.alloc(64)
     other, q = gpu.queue(), gpu.queue(priority="high")
@@ -502,7 +503,7 @@ def test_a_job_its_files_ban_cancelled_is_device_lost(kind):
     error then, and came out as SubmitError('ECANCELED: WAIT_CS: fd N is banned'), where
     errors.py says a banned file is DeviceLost (its next CS's EIO says so)."""
     kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, file_ban_after_hangs=1,
-                                                 hw_timeout=2_000))
+                                                 hw_timeout=2_000, cap_sys_nice=True))
     gpu = umd.open()
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     hangs, q = gpu.queue(), gpu.queue(**KINDS[kind])

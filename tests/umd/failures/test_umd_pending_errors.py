@@ -66,7 +66,7 @@ def _two_bad_jobs(q) -> None:
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_a_write_waiting_for_room_raises_every_failed_job(kind):
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], max_inflight=2, async_submit=True)
@@ -85,7 +85,7 @@ def test_a_write_waiting_for_room_raises_every_failed_job(kind):
 @SYNC_ASYNC
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_write_waiting_for_room_raises_every_job_cancelled_for_a_dependency(kind, async_submit):
-    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], max_inflight=2, async_submit=async_submit)
@@ -149,7 +149,7 @@ def _learn(q, how, buf) -> None:
 @pytest.mark.parametrize("how", ["flush", "finish", "event", "close"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_two_refused_flushes_are_raised_together(kind, how):
-    kmd = kmd_model.bind(_model(kind))
+    kmd = kmd_model.bind(_model(kind), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -178,7 +178,7 @@ def test_a_refusal_and_a_failed_job_are_raised_together_in_flush_order(kind, how
     cancelled for another queue's failure (the checker refuses a bad gfx packet, and a
     normal gfx queue's own failure would make its context refuse every later flush with
     that same error)."""
-    kmd = kmd_model.bind(_model(kind))
+    kmd = kmd_model.bind(_model(kind), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -226,7 +226,7 @@ def test_a_refusal_collected_before_the_files_ban_says_so_when_raised(kind):
     the file's ban follows (another queue's hang); the app's next call raises it saying to
     open a new Device."""
     kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, job_timeout=JOB_TIMEOUT, ban_after_hangs=1,
-                                                 file_ban_after_hangs=2, hw_timeout=2_000))
+                                                 file_ban_after_hangs=2, hw_timeout=2_000, cap_sys_nice=True))
     gpu = umd.open(api_version=3)
     buf, flag = gpu.alloc(64), gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -265,7 +265,7 @@ def _queue_with_two_failures(gpu, kind):
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_device_close_keeps_every_queues_notes(kind):
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     queues = [_queue_with_two_failures(gpu, kind) for _ in range(2)]
     with pytest.raises(umd.GpuError) as ei:
@@ -279,7 +279,7 @@ def test_device_close_keeps_every_queues_notes(kind):
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_a_with_blocks_close_keeps_the_queues_notes(kind):
-    kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    kmd_model.bind(RefModel(), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     with pytest.raises(KeyError) as ei:
         with _queue_with_two_failures(gpu, kind):
@@ -306,7 +306,7 @@ def _alloc_waiting_for_the_queues(kmd, gpu):
 def test_an_allocation_waiting_for_memory_does_not_raise_a_failure_told_before(kind):
     """Its wait on a queue's last job, a failed one the app was told of (finish), raised
     that job's error a second time."""
-    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     q.emit_raw(_bad(q))
@@ -320,7 +320,7 @@ def test_an_allocation_waiting_for_memory_does_not_raise_a_failure_told_before(k
 
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(kind):
-    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     q = gpu.queue(**KINDS[kind], async_submit=True)
     _two_bad_jobs(q)
@@ -339,7 +339,7 @@ def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(k
 def test_a_wait_raises_the_refusals_up_to_its_event_only(kind):
     """A refusal of a flush after the event's is the next call's to raise, as a failed job
     after it is (the wait's drain raised any refusal before)."""
-    kmd = kmd_model.bind(_model(kind))
+    kmd = kmd_model.bind(_model(kind), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -362,7 +362,7 @@ def test_a_wait_raises_the_refusals_up_to_its_event_only(kind):
 def test_an_event_signalled_before_its_flushs_bad_packet_raises_it(kind):
     """The event's own job failed after signalling it: its wait (memory says signalled)
     raises that job's error, as the wait on an event after the failure would."""
-    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd = kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     q = gpu.queue(**KINDS[kind])
     ev = q.signal()

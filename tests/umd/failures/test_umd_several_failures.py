@@ -90,7 +90,7 @@ def _notes(e) -> list[str]:
 @pytest.mark.parametrize("how", ["finish", "event", "flush", "close"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_two_jobs_cancelled_for_two_failures_are_raised_together(kind, how):
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind])
@@ -129,7 +129,7 @@ def _two_own(gpu, q, buf) -> None:
 @pytest.mark.parametrize("how", ["finish", "event", "close", "device_close"])
 @pytest.mark.parametrize("kind", ["gfx_high", "copy"])
 def test_two_own_failed_jobs_are_raised_together(kind, how):
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -151,7 +151,7 @@ def test_two_own_failed_jobs_are_raised_together(kind, how):
 def test_the_last_job_and_one_before_it_failed_are_raised_oldest_first(kind):
     """finish() waits for the last job, whose WAIT_CS raised its error first: the failed job
     before it came a call later, after it. Both at once now, in the order they ran."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     q = gpu.queue(**KINDS[kind], async_submit=True)
     kmd = kmd_model.bound()
@@ -173,7 +173,7 @@ def test_two_queues_of_one_device_each_raise_their_own(kind):
     error only, once; the Device's close raises nothing more. (Closed without those calls,
     the Device raises both, the second as a note.)"""
     for calls in (True, False):
-        kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+        kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
         gpu = umd.open()
         buf = gpu.alloc(64)
         queues = [gpu.queue(**KINDS[kind]) for _ in range(2)]
@@ -201,7 +201,7 @@ def test_a_wait_on_an_event_before_two_failed_jobs_leaves_them_to_the_next_call(
     about the jobs up to its event only; the look after it (finish) found the count as seen
     and took the failed job, whose seqno the fence had passed, for ended well: its error was
     lost, close() too raising nothing."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)
@@ -233,7 +233,7 @@ def test_a_wait_on_an_event_before_two_failed_jobs_leaves_them_to_the_next_call(
 def test_a_wait_raises_the_failures_up_to_its_event_only(kind):
     """An event of a failed job: its wait raises that job's error (and those of failed jobs
     before it), not a later job's, which is the next call's to raise."""
-    kmd_model.bind(_model(kind), KmdParams(cs_check=False))
+    kmd_model.bind(_model(kind), KmdParams(cs_check=False, cap_sys_nice=True))  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open(api_version=3)
     buf = gpu.alloc(64)
     q = gpu.queue(**KINDS[kind], async_submit=True)

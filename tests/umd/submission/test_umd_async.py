@@ -57,7 +57,7 @@ def _gated_pipeline(dev):
     """test_umd_queues' gfx -> copy -> gfx pipeline behind a gate the CPU opens, through the
     API only (that check also looks into the KMD's run queues right after the flushes,
     which with async submission the thread may not have reached yet)."""
-    kmd_model.bind(dev)
+    kmd_model.bind(dev, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     gate, dst, moved, consumed = submit_gated_pipeline(gpu)
     assert not dst.u32[:5].any() and not moved.signalled()

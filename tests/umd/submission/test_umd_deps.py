@@ -15,7 +15,7 @@ from tests.umd.drive import run_device
 
 @pytest.mark.parametrize("async_submit", [False, True])
 def test_5000_wait_events_send_one_dependency_per_ring_and_each_is_honoured(async_submit):
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     producers = [gpu.queue(), gpu.queue(engine="copy"), gpu.queue(priority="high")]
     consumer = gpu.queue(async_submit=async_submit, flush_threshold=10_000)  # one flush for all

@@ -80,7 +80,7 @@ def submit_gated_pipeline(gpu):
 def check_pipeline_across_queues_waits_gpu_side(dev):
     """The gated pipeline (submit_gated_pipeline) waits on the GPU side: the scheduler holds
     the later two jobs back until the gate opens."""
-    kmd = kmd_model.bind(dev)
+    kmd = kmd_model.bind(dev, cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     gate, dst, moved, consumed = submit_gated_pipeline(gpu)
     run_device(kmd)
@@ -604,7 +604,7 @@ def test_a_queues_priority_is_its_contexts_run_queue_in_the_kmd():
     priority the winsys dropped would leave every queue at NORMAL."""
     from kmd_model.sched.scheduler import Priority
 
-    kmd = kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel(), cap_sys_nice=True)  # (it asks for HIGH: CAP_SYS_NICE)
     gpu = umd.open()
     fd = gpu.ws.file.fd
     for name, run_queue in (("low", Priority.LOW), ("normal", Priority.NORMAL), ("high", Priority.HIGH)):
