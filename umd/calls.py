@@ -32,6 +32,14 @@ def named_args(name: str) -> Callable:
     return deco
 
 
+def app_signature(fn: Callable) -> inspect.Signature:
+    """`fn`'s signature as the app calls it, on its object: without `self` and the UMD's own
+    `_x` arguments (help() and inspect.signature of `gpu.alloc` showed `_owner`)."""
+    sig = inspect.signature(fn)
+    return sig.replace(parameters=[p for p in sig.parameters.values()
+                                   if p.name != "self" and not p.name.startswith("_")])
+
+
 def accepted_keywords(fn: Callable) -> list[str]:
     """The arguments an app may name at a call of `fn` (its own, not self or the UMD's `_x`)."""
     return [p.name for p in inspect.signature(fn).parameters.values()

@@ -32,7 +32,7 @@ from kmd_model.mm.mapping import sub_mapping
 from kmd_model.uapi import Domain, InfoQuery, KmdError, MappingRevoked
 
 from .args import _flag, _index
-from .calls import _keyword_mistake, named_args
+from .calls import _keyword_mistake, app_signature, named_args
 from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory, UmdError
 from .submit import ENV as ASYNC_ENV
 from .winsys import Winsys
@@ -161,6 +161,7 @@ class _Dispatched(_Handle):
             bound = _named_args(bound)
         if api_hook is not None:
             bound = _hooked(f"{self._kind}.{name}", bound)
+        bound.__signature__ = app_signature(fn)  # (help(gpu.alloc) showed the UMD's own `_owner`)
         self.__dict__[name] = bound  # later calls skip the lookup (until close: _set_closed)
         return bound
 

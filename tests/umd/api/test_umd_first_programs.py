@@ -819,3 +819,18 @@ def test_a_device_whose_driver_was_reloaded(how):
         q2.write(b := gpu.alloc(64), 0, 5)
     assert b.u32[0] == 5
     gpu.close()
+
+
+def test_an_entry_points_signature_shows_only_what_the_app_passes():
+    """help(gpu.alloc) and inspect.signature(gpu.alloc) showed `_owner`, the UMD's own
+    argument (the buffer pools'): an entry point's signature is the one the app calls, its
+    `_x` arguments left out, as the argument errors already showed it."""
+    import inspect
+
+    gpu = _gpu()
+    q = gpu.queue()
+    for call in (gpu.alloc, gpu.queue, q.write, q.flush, q.close, q.signal):
+        sig = inspect.signature(call)
+        assert not any(p.startswith("_") or p == "self" for p in sig.parameters), (call, sig)
+    assert str(inspect.signature(gpu.alloc)).startswith("(size: 'int', domain: 'str | int' = 'gtt', *, alignment: ")
+    q.close()
