@@ -28,23 +28,8 @@ from kmd_model.uapi import KmdError, MappingRevoked, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
+from tests.kmd.memory.test_kmd_vm import _LostFlush  # (an MMU whose TLB flushes are lost)
 from tests.kmd.test_kmd_ioctl import Client
-
-
-class _LostFlush(RefModel):
-    """An MMU that, with `lost` set, drops every TLB invalidation request and never
-    acknowledges them: its TLB keeps every entry."""
-
-    lost = False
-
-    def mmio_write32(self, offset, value):
-        if self.lost and offset == regs.VM_INVALIDATE_REQ.addr():
-            return
-        super().mmio_write32(offset, value)
-
-    def mmio_read32(self, offset):
-        v = super().mmio_read32(offset)
-        return 0 if self.lost and offset == regs.VM_INVALIDATE_ACK.addr() else v
 
 
 def test_an_idle_bo_closed_when_its_flush_is_lost_is_freed_not_leaked():
