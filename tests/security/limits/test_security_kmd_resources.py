@@ -23,7 +23,7 @@ import os
 import pytest
 
 import kmd_model
-from kmd_model import regs, uapi
+from kmd_model import uapi
 from kmd_model.uapi import KmdError, MappingRevoked, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
