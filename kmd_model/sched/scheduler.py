@@ -102,8 +102,9 @@ class Job:
 
     def set_deps(self, deps: list) -> None:
         """The jobs (or FailedDeps) it waits for: each unfinished one tells it when it ends
-        (drm_sched_entity_add_dependency_cb's part)."""
-        self.deps = deps
+        (drm_sched_entity_add_dependency_cb's part). A job named twice is waited for once
+        (drm_sched_job_add_dependency's dedup): 1,024 chunks naming it counted it 1,024 times."""
+        self.deps = deps = list(dict.fromkeys(deps))  # (Jobs by identity, FailedDeps by value)
         for d in deps:
             if not d.finished:
                 d.dependents.append(self)
