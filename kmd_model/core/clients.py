@@ -372,7 +372,7 @@ class ClientsMixin:
             try:
                 bo.mappings.append(map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size))
             except OSError as e:  # (the process's limits: descriptors, mappings)
-                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name or '?'}: the OS refused a CPU "
+                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name}: the OS refused a CPU "
                                f"mapping ({os.strerror(e.errno) if e.errno else e})") from None
         return bo.mappings[0].view()  # (shares the mapping's revocation)
 

@@ -496,8 +496,9 @@ class Scheduler:
         back = []
         for j in reversed(redo):
             # back into the entity it came from, ahead of its later jobs: a freed context's
-            # too (its entity has left `entities`; a new one would run the later jobs first)
-            e = j.entity or self.entity(j.ctx)
+            # too (its entity has left `entities`; a new one would run the later jobs first).
+            # Every job in the ring has one: push_job gave it, kick took it from its queue
+            e = j.entity
             e.queue.appendleft(j)
             self._unpark(e)  # (its head is a job that ran: ready)
             back.append((j, e))
