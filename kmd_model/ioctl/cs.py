@@ -245,7 +245,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
         # reaches it (kmd_model/cs/checker.py).
         try:
             checked = kmd.checker.check(ctx, ibs, vm)
-            addr = kmd.shadow_alloc(checked, wait)
+            addr = kmd.shadow_alloc(checked, wait, file)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise

@@ -109,8 +109,9 @@ def test_shadow_pool_limits():
 
     held, seqs = fill_pool()
     dev.looping = True
-    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x3e0 of "
-           "0x1000 bytes free, 4 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x1000 "
+           "bytes; this file's 3 job(s) in flight hold 0xc00 of them, other clients' use is not shown)",
+           c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
     assert kmd.stats["job_timeouts"] == 0  # (the held job is one of the 4: never reset)
     dev.looping = False  # now it stops moving: reset, and the three behind it run
     assert all(c.wait(s) for s in seqs) and kmd.shadow.used == 0 and kmd.stats["job_timeouts"] == 1
