@@ -59,6 +59,41 @@ def test_memory_info_when_a_heap_is_full():
            Request.GEM_CREATE, GemCreateArgs(2**64 - 1, 0, Domain.VRAM))
 
 
+def test_memory_infos_largest_free_follows_allocations_and_frees():
+    """INFO MEMORY's largest_free is the largest hole as the heap is at the query, through
+    allocations, frees that leave a hole between two BOs, and frees that coalesce holes (no
+    value kept from an earlier query or an earlier state of the heap)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    m = 1 << 20
+
+    def largest() -> int:
+        return c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY)).vram.largest_free
+
+    def create(size: int) -> int:
+        return c.io(Request.GEM_CREATE, GemCreateArgs(size, 0, Domain.VRAM)).handle
+
+    def close(handle: int) -> None:
+        c.io(Request.GEM_CLOSE, GemCloseArgs(handle))
+
+    whole = largest()
+    a, b, d = create(m), create(m), create(m)  # first fit: side by side from the bottom
+    assert largest() == whole - 3 * m
+    rest = create(whole - 3 * m)
+    assert largest() == 0
+    close(b)
+    assert largest() == m  # a hole between a and d
+    close(a)
+    assert largest() == 2 * m  # a's and b's, one hole
+    half = create(m // 2)
+    assert largest() == 3 * m // 2
+    close(d)
+    assert largest() == 5 * m // 2
+    close(half)
+    close(rest)
+    assert largest() == whole
+
+
 def test_closed_bo_the_cp_runs_from_stays_allocated():
     """With the checker off the job's IB is named by address: the KMD keeps its BO (every BO
     the VM maps) alive past GEM_CLOSE until the job is done."""
