@@ -180,7 +180,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
         self.fallback_at = dev.now()  # the fence fallback timer's last run (IrqMixin.fallback_poll)
         self._poll_timeouts: list | None = None  # [since, logged, not logged]: IrqMixin.on_sdma_poll_timeout
-        self._error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
+        self._error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged] of the lines of no client's job
+        # (a client's: File.error_logs): RecoveryMixin._log_limited
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)
