@@ -105,9 +105,13 @@ class KmdError(Exception):
 class PacketAt:
     """A CS refusal's `KmdError.info` when the checker refused a packet: its GPU address as
     the client's IB holds it (the message names it too), for a UMD that knows which of its
-    calls recorded the packet there."""
+    calls recorded the packet there. `via`: the INDIRECT_BUFFER packets that called the IB
+    it is in, outermost first, by their addresses as the client's IBs hold them (empty for
+    a packet of an IB chunk, or of the IBs it chains to), since a UMD recorded none of the
+    packets of an IB2 the app built itself, only the call that runs it."""
 
     addr: int
+    via: tuple[int, ...] = ()
 
 
 class MappingRevoked(RuntimeError):

@@ -57,12 +57,22 @@ def device_queue_v1(self: Device, *, flush_threshold: int | None = None, flush_d
 def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,
                     ib_size_dw: int = 1024, max_inflight: int = MAX_INFLIGHT, engine: str = "gfx",
                     priority: str = "normal", async_submit: bool | None = None) -> "Queue":
-    """API v3: Device.queue as in v2, plus `async_submit`: True, the queue's flushes are
-    submitted by the device's submission thread (the CS ioctl no longer runs inside flush();
-    umd/submit.py); False, by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0).
-    Events, fences, results and the order of the queue's jobs are the same either way; a
-    refused submission is raised by the queue's next flush(), finish(), Event.wait() or
-    close() (docs/architecture.md, "The asynchronous submission thread")."""
+    """API v3: a queue (a KMD context) recording commands into chained IBs. `engine`: "gfx"
+    (the CP's ring, PM4) or "copy" (the SDMA copy engine's ring: write, fill, copy, upload,
+    download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`:
+    "low", "normal" or "high", the context's scheduler run queue ("high" needs
+    CAP_SYS_NICE, which a client has only when opted into: a Device over
+    open_render_node(cap_sys_nice=True), or a KMD bound with cap_sys_nice=True; else
+    PermissionError, EACCES). It flushes by itself after `flush_threshold` commands (64)
+    or, when given, once `flush_dwords` dwords are recorded; `ib_size_dw` is the size of
+    each chained IB. At most `max_inflight` submissions are in flight: past that a flush
+    (or a new IB) waits for the oldest to finish, so memory stays bounded however fast the
+    app records. `async_submit`: True, the queue's flushes are submitted by the device's
+    submission thread (the CS ioctl no longer runs inside flush(); umd/submit.py); False,
+    by flush() itself; None, as GPUCOSIM_ASYNC_SUBMIT says (default 0). Events, fences,
+    results and the order of the queue's jobs are the same either way; a refused
+    submission is raised by the queue's next flush(), finish(), Event.wait() or close()
+    (docs/architecture.md, "The asynchronous submission thread")."""
     if async_submit is not None and not isinstance(async_submit, (bool, np.bool_)):
         raise TypeError(f"queue: async_submit must be True, False or None, not {shown(async_submit)}")
     async_submit = None if async_submit is None else bool(async_submit)  # (numpy's bool too, as _flag)

@@ -60,8 +60,13 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
         raise OutOfMemory(f"{what}: queue (context {q.ctx_id}), {len(q.inflight)} submission{'s' * (len(q.inflight) != 1)} in flight "
                           f"(max_inflight={q.max_inflight}): {e.message}") from e
     said = f"{what}: {e}"
-    if cs and isinstance(e.info, PacketAt) and labels and e.info.addr in labels:
-        said += f" (recorded by {labels[e.info.addr]})"  # (the refused flush's packets, `labels`)
+    if cs and isinstance(e.info, PacketAt) and labels:
+        if e.info.addr in labels:
+            said += f" (recorded by {labels[e.info.addr]})"  # (the refused flush's packets, `labels`)
+        else:  # in an IB2 of the app's own: the call that recorded the INDIRECT_BUFFER running it
+            call = next((labels[a] for a in e.info.via if a in labels), None)
+            if call is not None:
+                said += f" (run by the INDIRECT_BUFFER recorded by {call})"
     raise SubmitError(e.errno, said) from e
 
 

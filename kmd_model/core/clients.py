@@ -243,7 +243,7 @@ class ClientsMixin:
             return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
         return read
 
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait") -> int | None:
+    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None) -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
         its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
@@ -255,7 +255,11 @@ class ClientsMixin:
         lock, and a client that filled the pool behind a held job stopped every other
         client's ioctls until the hold was reset and the pool drained), in the pool's queue
         of waiters so no later CS takes the room, and returns None once there is room for
-        it: the CS then starts again (what it checked may have changed)."""
+        it: the CS then starts again (what it checked may have changed).
+
+        Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
+        much of the pool was free and how many jobs were in flight, every client's, which
+        no file without CAP_PERFMON may count (INFO COUNTERS)."""
         n = job.shadow_bytes
         if n > self.shadow.size:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
@@ -283,10 +287,11 @@ class ClientsMixin:
             wait.since = self.dev.now()  # it drains: the window starts again
         pool.leave(ticket)
         wait.ticket = None
-        raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in "
-                       f"the shadow pool ({self.shadow.size - self.shadow.used:#x} of "
-                       f"{self.shadow.size:#x} bytes free, {len(self.sched.pending) + len(self.sched.queue)} "
-                       "jobs in flight)")
+        mine = [j.checked.shadow_bytes for c in (file.contexts.values() if file is not None else ())
+                for j in c.jobs.values() if j.checked is not None]
+        raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in the shadow "
+                       f"pool ({pool.size:#x} bytes; this file's {len(mine)} job(s) in flight hold {sum(mine):#x} "
+                       "of them, other clients' use is not shown)")
 
     # ------------------------------------------------------------------ BO lifetimes
 
@@ -372,7 +377,7 @@ class ClientsMixin:
             try:
                 bo.mappings.append(map_bo(self.dev.mem, self._mem_file, bo.gpu_addr, bo.size))
             except OSError as e:  # (the process's limits: descriptors, mappings)
-                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name or '?'}: the OS refused a CPU "
+                raise KmdError(e.errno or errno.ENOMEM, f"{who}: BO {bo.name}: the OS refused a CPU "
                                f"mapping ({os.strerror(e.errno) if e.errno else e})") from None
         return bo.mappings[0].view()  # (shares the mapping's revocation)
 

@@ -48,6 +48,7 @@ class File:
         self.ioctl_errors = 0
         self.hangs = 0  # resets its contexts' jobs caused, all of them
         self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
+        self.error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
 
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the

@@ -100,7 +100,7 @@ class KmdParams:
     # With cs_check off nothing bounds what a PM4 job runs (a CHAIN to itself loops, moving the
     # fetch counters for ever): it is reset once the CP fetched 2 * max_job_dw dwords for it
     # (its queue's own counter: JobTimerMixin._overrun), and, as a backstop for what that
-    # count cannot see, once it has run this many job_timeouts from when it reached the head
+    # count cannot see, once it has run more than this many job_timeouts from when it reached the head
     # of its ring (not counting the time the CP's other queue kept its queue off the CP:
     # JobTimerMixin._progressed). The SDMA ring is never checked: its jobs have the time rule alone (a job of
     # POLL_REGMEMs each giving up inside a job timeout moved for ever). Checked jobs are bounded
@@ -109,7 +109,7 @@ class KmdParams:
     # The checker bounds a job's dwords (max_job_dw), not its time: a DMA_DATA of 7 dwords moves
     # up to 1 MiB, so a checked job of CP_SYNC fills held its queue for ~4e10 cycles on the RTL,
     # every other client of the queue behind it, its timer restarted by the bytes moving. A checked
-    # job is reset once it has run this many job timeouts (the time its queue served it, counted
+    # job is reset once it has run more than this many job timeouts (the time its queue served it, counted
     # as for unchecked jobs): far enough that a max_job_dw job of NOPs (about 1.3 M cycles on the
     # RTL) runs to its end at the default job_timeout
     checked_job_timeouts: int = 256
@@ -180,7 +180,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "cp_errors", "vm_faults", "cs_shadow_bytes", "sdma_errors", "queue_resets"), 0)
         self.fallback_at = dev.now()  # the fence fallback timer's last run (IrqMixin.fallback_poll)
         self._poll_timeouts: list | None = None  # [since, logged, not logged]: IrqMixin.on_sdma_poll_timeout
-        self._error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
+        self._error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged] of the lines of no client's job
+        # (a client's: File.error_logs): RecoveryMixin._log_limited
         mem = dev.mem
         size = min(len(mem), 1 << self.info.addr_bits) if self.info.addr_bits else len(mem)
         self.mem32 = as_u32(mem)

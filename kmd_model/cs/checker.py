@@ -303,7 +303,12 @@ class CsChecker:
                     seg.chain_at = at
                     return base, size, f"INDIRECT_BUFFER at {where}"
                 break
-            target = self._chain(w, base, size, seg.level + 1, f"INDIRECT_BUFFER at {where}")
+            try:
+                target = self._chain(w, base, size, seg.level + 1, f"INDIRECT_BUFFER at {where}")
+            except KmdError as e:  # a packet refused in there: which call ran it (PacketAt.via)
+                if isinstance(e.info, PacketAt):
+                    e.info = PacketAt(e.info.addr, (seg.client + 4 * at, *e.info.via))
+                raise
             seg.runs += target.runs
             seg.links.append((at, target))
         if first_bad < len(starts):

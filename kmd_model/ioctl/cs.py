@@ -149,6 +149,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     uf_bo = None
     sched = None
     deps = []
+    seen: dict[tuple, object] = {}  # dependency chunks looked up, by their values
     for i, ch in enumerate(a.chunks):
         who = f"CS: chunk {i}"
         if isinstance(ch, CsChunkIb):
@@ -211,9 +212,16 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                                f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
             user_fence = uf_bo.gpu_addr + off
         elif isinstance(ch, CsChunkDep):
-            dep = _dependency(kmd, file, who, ch)
-            if dep is not None:
-                deps.append(dep)
+            # a chunk of plain ints seen before in this CS names what it named then: not looked up again
+            key = tuple((type(v), v) for v in (ch.ip_type, ch.ip_instance, ch.ring, ch.ctx_id, ch.handle))
+            if not all(t is int or t is HwIp for t, _ in key):
+                key = None
+            if key is None or key not in seen:
+                dep = _dependency(kmd, file, who, ch)
+                if key is not None:
+                    seen[key] = dep
+                if dep is not None:
+                    deps.append(dep)
         else:
             raise KmdError(errno.EINVAL, f"{who} is a {ch.kind}, not a CsChunkIb, CsChunkFence or "
                            "CsChunkDep")
@@ -237,7 +245,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
         # reaches it (kmd_model/cs/checker.py).
         try:
             checked = kmd.checker.check(ctx, ibs, vm)
-            addr = kmd.shadow_alloc(checked, wait)
+            addr = kmd.shadow_alloc(checked, wait, file)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise

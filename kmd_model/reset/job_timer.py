@@ -216,7 +216,7 @@ class JobTimerMixin:
             # look, and one job held its queue for as long as its bytes took (on Verilator 24
             # fills of 128 KiB, 168 dwords, held queue 0 for 131 job timeouts, an innocent job
             # behind it; max_job_dw dwords of them some 4e10 cycles). The time rule, further off.
-            if sched.head_ran >= self.params.checked_job_timeouts * sched.job_timeout:
+            if sched.head_ran > self.params.checked_job_timeouts * sched.job_timeout:
                 return (f"ran {sched.head_ran} cycles, more than {self.params.checked_job_timeouts} job timeouts "
                         "(checked_job_timeouts: the checker bounds a job's dwords, not the bytes it moves)")
             return None
@@ -227,7 +227,7 @@ class JobTimerMixin:
             # every look, and held the ring for ever (174,762 polls fit one IB). The time rule
             # bounds it, as amdgpu's timer bounds every job by its time.
             ran = self.dev.now() - sched.head_at
-            if ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+            if ran > self.params.unchecked_job_timeouts * sched.job_timeout:
                 return (f"ran {ran} cycles (the SDMA ring is not checked), more than "
                         f"{self.params.unchecked_job_timeouts} job timeouts")
             return None
@@ -237,7 +237,7 @@ class JobTimerMixin:
                     f"({limit})")
         # (the cycles it could run, counted at the timer's looks: _progressed; not those its
         # queue waited for the CP behind the other queue's work)
-        if sched.head_ran >= self.params.unchecked_job_timeouts * sched.job_timeout:
+        if sched.head_ran > self.params.unchecked_job_timeouts * sched.job_timeout:
             return (f"ran {sched.head_ran} cycles unchecked (cs_check off), more than {self.params.unchecked_job_timeouts} "
                     "job timeouts")
         return None

@@ -33,6 +33,11 @@ from .cp_error import CpError, CpErrorState
 log = get_logger("kmd")
 
 
+def _file_of(job: Job | None):
+    """The File whose job it is (the rate limit's count: RecoveryMixin._log_limited), None for none."""
+    return job.ctx.file if job is not None else None
+
+
 class RecoveryMixin:
     """Kmd's recovery: the full reset, the ring reset ladder, guilt, wedging."""
 
@@ -44,7 +49,7 @@ class RecoveryMixin:
         rptr = self.mmio.read(regs.RB_RPTR)
         guilty = self.sched.job_at_ring(rptr) or self.sched.head_job()
         info = self.describe_error(state, guilty)
-        self._log_limited("CP error", logging.ERROR, "CP error: %s", info.message)
+        self._log_limited("CP error", logging.ERROR, "CP error: %s", info.message, file=_file_of(guilty))
         if self.observers:
             self.notify("gpu_error", info=info, state=state, job=guilty, ring=self.ring.name)
         self.ring_recover(self.sched, guilty, info)
@@ -87,7 +92,7 @@ class RecoveryMixin:
                 dropped = [j for s in self.scheds for j in s.drop_context(counted, err)]
                 self._log_limited("guilty", logging.WARNING,
                                   "context %d of fd %d is guilty: %d more job(s) cancelled by the full reset",
-                                  counted.id, counted.file.fd, len(dropped))
+                                  counted.id, counted.file.fd, len(dropped), file=counted.file)
         if guilty is not None and not guilty.finished:
             ctx = guilty.ctx
             ctx.hangs += 1
@@ -100,11 +105,11 @@ class RecoveryMixin:
                 err = KmdError(errno.ECANCELED, info.message, info)
                 dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
                 self._log_limited("guilty", logging.WARNING, "context %d of fd %d is guilty: %d job(s) cancelled",
-                                  ctx.id, ctx.file.fd, len(dropped))
+                                  ctx.id, ctx.file.fd, len(dropped), file=ctx.file)
             if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
                 ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
                               f"(ban_after_hangs {self.params.ban_after_hangs})")
-                self._log_limited("banned", logging.ERROR, "%s", ctx.banned)
+                self._log_limited("banned", logging.ERROR, "%s", ctx.banned, file=ctx.file)
             if info.code == "TIMEOUT":  # (an error or a fault is reset at once: it costs the others little)
                 ctx.file.hangs += 1
             if ctx.file.hangs >= self.params.file_ban_after_hangs and ctx.file.banned is None:
@@ -184,7 +189,7 @@ class RecoveryMixin:
                 also.append((s, g, self.describe_error(state, g, ring.name)))
                 self._log_recovery(ring.name, "error")
                 self._log_limited("error taken by the full reset", logging.ERROR, "%s error, taken by the full reset: %s",
-                                  ring.name, also[-1][2].message)
+                                  ring.name, also[-1][2].message, file=_file_of(g))
         self.reset_pending = None
         for s in scheds:
             s.error = None
@@ -207,7 +212,8 @@ class RecoveryMixin:
             self._hw_reinit()
             for s in scheds:
                 redo += s.resubmit_and_start()
-            self._log_limited("reset done", logging.WARNING, "GPU reset done: %d job(s) resubmitted", len(redo))
+            self._log_limited("reset done", logging.WARNING, "GPU reset done: %d job(s) resubmitted", len(redo),
+                              file=_file_of(guilty) or (counted.file if counted is not None else None))
             if self.observers:
                 self.notify("reset", resubmitted=len(redo))
         except KmdError as e:
@@ -237,29 +243,34 @@ class RecoveryMixin:
         assert state is not None
         guilty = sched.job_at_ring(self.mmio.read(ring.RPTR) >> ring.RPTR_SHIFT) or sched.head_job()
         info = self.describe_error(state, guilty, ring.name)
-        self._log_limited("error", logging.ERROR, "%s error: %s", ring.name, info.message)
+        self._log_limited("error", logging.ERROR, "%s error: %s", ring.name, info.message, file=_file_of(guilty))
         if self.observers:
             self.notify("gpu_error", info=info, state=state, job=guilty, ring=ring.name)
         self.ring_recover(sched, guilty, info)
 
     ERROR_LOGS = 10  # lines of one kind (a call site's) a job timeout at most, then one line of how many more
 
-    def _log_limited(self, site: str, level: int, fmt: str, *args) -> None:
+    def _log_limited(self, site: str, level: int, fmt: str, *args, file=None) -> None:
         """The recovery's log lines (an error, its guilty context, a ban, the reset done),
         rate limited per kind as amdgpu's dev_err_ratelimited (gmc_v9_0_process_interrupt's
         VM fault lines): at most ERROR_LOGS of a kind a job timeout (device cycles), the
-        count of those left out said by the first line of the kind in a later one. A fault
+        count of those left out said by the first line of the kind in a later one. Counted
+        per file, the guilty job's (`file`; the device's lines, no client's, apart): one
+        count for every client let a client flooding the log with faults of its own hide
+        another client's error line, that client never named. A fault
         is reset at once and costs its client nothing but the job: an SDMA job writing an
         unmapped address in a loop (no checker refuses it), a new context every 3 faults
         (ban_after_hangs), logged 3 to 4 lines a fault, some 600 lines a second without end.
         The counters (INFO COUNTERS, `stats`), the recovery log and the observers still see
         every one."""
         now = self.dev.now()
-        n = self._error_logs.get(site)
+        counts = self._error_logs if file is None else file.error_logs
+        n = counts.get(site)
         if n is None or now - n[0] >= self.params.job_timeout:
             if n is not None and n[2]:
-                log.warning("%d more %r lines not logged (at most %d a job timeout)", n[2], site, self.ERROR_LOGS)
-            n = self._error_logs[site] = [now, 0, 0]
+                of = "" if file is None else f" of fd {file.fd}"
+                log.warning("%d more %r lines%s not logged (at most %d a job timeout)", n[2], site, of, self.ERROR_LOGS)
+            n = counts[site] = [now, 0, 0]
         if n[1] < self.ERROR_LOGS:
             n[1] += 1
             log.log(level, fmt, *args)
@@ -311,13 +322,14 @@ class RecoveryMixin:
                 redo = sched.resubmit_and_start()
                 self.stats["queue_resets"] += 1
                 self._log_limited("reset done", logging.WARNING,
-                                  "%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo))
+                                  "%s queue reset done: %d job(s) resubmitted, the other rings ran on", ring.name, len(redo),
+                                  file=_file_of(guilty))
                 if self.observers:
                     self.notify("reset", resubmitted=len(redo), ring=ring.name)
                 return
             except KmdError as e:
                 self._log_limited("queue reset failed", logging.ERROR, "%s queue reset failed (%s): resetting the device",
-                                  ring.name, e.message)
+                                  ring.name, e.message, file=_file_of(guilty))
         self._log_recovery(ring.name, "full_reset")
         # (a queue reset that failed after cancelling the guilty job counted its hang: the full
         # reset gives its context the full reset's guilt, as when the queue reset failed before)

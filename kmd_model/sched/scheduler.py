@@ -102,8 +102,9 @@ class Job:
 
     def set_deps(self, deps: list) -> None:
         """The jobs (or FailedDeps) it waits for: each unfinished one tells it when it ends
-        (drm_sched_entity_add_dependency_cb's part)."""
-        self.deps = deps
+        (drm_sched_entity_add_dependency_cb's part). A job named twice is waited for once
+        (drm_sched_job_add_dependency's dedup): 1,024 chunks naming it counted it 1,024 times."""
+        self.deps = deps = list(dict.fromkeys(deps))  # (Jobs by identity, FailedDeps by value)
         for d in deps:
             if not d.finished:
                 d.dependents.append(self)
@@ -495,8 +496,9 @@ class Scheduler:
         back = []
         for j in reversed(redo):
             # back into the entity it came from, ahead of its later jobs: a freed context's
-            # too (its entity has left `entities`; a new one would run the later jobs first)
-            e = j.entity or self.entity(j.ctx)
+            # too (its entity has left `entities`; a new one would run the later jobs first).
+            # Every job in the ring has one: push_job gave it, kick took it from its queue
+            e = j.entity
             e.queue.appendleft(j)
             self._unpark(e)  # (its head is a job that ran: ready)
             back.append((j, e))

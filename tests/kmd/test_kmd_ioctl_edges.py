@@ -12,6 +12,7 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
+from kmd_model.ioctl import cs as cs_ioctl
 from kmd_model.ioctl import trace as ioctl_trace
 from kmd_model.uapi import CsChunkDep, CsChunkIb, Domain, HwIp, InfoQuery, Request, VaOp
 from spec import pm4
@@ -196,6 +197,29 @@ def test_a_chunk_list_longer_than_any_cs_is_refused_before_it_is_copied():
     ok = Liar([spy] * 3 + [c.ib(bo, pm4.nop(1))])  # within the bound: copied from its storage
     assert c.wait(c.io(Request.CS, uapi.CsArgs(c.ctx, ok)).seq)
     assert reads  # (the spy does see a copy)
+
+
+def test_a_job_named_by_many_dependency_chunks_is_looked_up_and_waited_for_once(monkeypatch):
+    """1,024 dependency chunks naming one running job (1,000 by its seqno, 24 as the
+    context's latest, 0xFFFFFFFF): two lookups, one for each distinct chunk, and the job
+    waits for it once (drm_sched_job_add_dependency's dedup). Each chunk was looked up
+    and counted: 1,024 entries in the job's dependencies and in the running job's
+    dependents, a count of 1,024 to bring down."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=2_000_000, fallback_poll=1_000)
+    c = Client()
+    bo = c.bo(0x8000)
+    hold = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ"), 0x400))  # until the CPU writes
+    lookups = []
+    real = cs_ioctl._dependency
+    monkeypatch.setattr(cs_ioctl, "_dependency", lambda *a: lookups.append(a[3]) or real(*a))
+    deps = [CsChunkDep(HwIp.GFX, 0, c.ctx, hold)] * 1000 + [CsChunkDep(HwIp.GFX, 0, c.ctx, 0xFFFF_FFFF)] * 24
+    seq = c.submit(*deps, c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x800))
+    ctx = c.f.contexts[c.ctx]
+    held, job = ctx.jobs[hold], ctx.jobs[seq]
+    assert len(lookups) == 2
+    assert job.deps == [held] and held.dependents == [job] and job.deps_left == 1
+    bo.u32[0x7000 // 4] = 1
+    assert c.wait(seq) and bo.u32[0x100 // 4] == 7
 
 
 def test_a_page_table_that_does_not_fit_names_the_ioctl_that_needed_it():

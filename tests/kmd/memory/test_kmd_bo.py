@@ -59,6 +59,41 @@ def test_memory_info_when_a_heap_is_full():
            Request.GEM_CREATE, GemCreateArgs(2**64 - 1, 0, Domain.VRAM))
 
 
+def test_memory_infos_largest_free_follows_allocations_and_frees():
+    """INFO MEMORY's largest_free is the largest hole as the heap is at the query, through
+    allocations, frees that leave a hole between two BOs, and frees that coalesce holes (no
+    value kept from an earlier query or an earlier state of the heap)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    m = 1 << 20
+
+    def largest() -> int:
+        return c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY)).vram.largest_free
+
+    def create(size: int) -> int:
+        return c.io(Request.GEM_CREATE, GemCreateArgs(size, 0, Domain.VRAM)).handle
+
+    def close(handle: int) -> None:
+        c.io(Request.GEM_CLOSE, GemCloseArgs(handle))
+
+    whole = largest()
+    a, b, d = create(m), create(m), create(m)  # first fit: side by side from the bottom
+    assert largest() == whole - 3 * m
+    rest = create(whole - 3 * m)
+    assert largest() == 0
+    close(b)
+    assert largest() == m  # a hole between a and d
+    close(a)
+    assert largest() == 2 * m  # a's and b's, one hole
+    half = create(m // 2)
+    assert largest() == 3 * m // 2
+    close(d)
+    assert largest() == 5 * m // 2
+    close(half)
+    close(rest)
+    assert largest() == whole
+
+
 def test_closed_bo_the_cp_runs_from_stays_allocated():
     """With the checker off the job's IB is named by address: the KMD keeps its BO (every BO
     the VM maps) alive past GEM_CLOSE until the job is done."""
@@ -109,8 +144,9 @@ def test_shadow_pool_limits():
 
     held, seqs = fill_pool()
     dev.looping = True
-    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x3e0 of "
-           "0x1000 bytes free, 4 jobs in flight)", c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x1000 "
+           "bytes; this file's 3 job(s) in flight hold 0xc00 of them, other clients' use is not shown)",
+           c.submit, CsChunkIb(0x100, bo.handle, 0x1000))
     assert kmd.stats["job_timeouts"] == 0  # (the held job is one of the 4: never reset)
     dev.looping = False  # now it stops moving: reset, and the three behind it run
     assert all(c.wait(s) for s in seqs) and kmd.shadow.used == 0 and kmd.stats["job_timeouts"] == 1

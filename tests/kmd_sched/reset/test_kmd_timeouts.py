@@ -541,3 +541,38 @@ def test_a_wait_keeps_its_deadline_to_the_cycle_while_a_job_timer_runs():
         assert not kmd.wait_for(lambda: False, t)
         over.append(kmd.dev.now() - t0 - t)
     assert len(set(over)) == 1 and over[0] >= 0, over
+
+
+@pytest.mark.parametrize("rule", ["sdma", "checked", "unchecked"])
+def test_a_time_rule_resets_a_job_that_ran_more_than_its_job_timeouts_not_exactly_them(rule):
+    """The time rules (JobTimerMixin._overrun) say "more than N job timeouts": a job that has
+    run exactly N * job_timeout cycles is left alone, one cycle more is overrun. The rules
+    compared with >=, so a job at exactly N was reset with a message saying it ran more."""
+    from tests.kmd_sched.sched_helpers import HANG, sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40, fallback_poll=1_000, cs_check=rule != "unchecked")
+    c = Client()
+    bo = c.bo(0x8000)
+    if rule == "sdma":
+        c.submit(sdma_ib(bo, HANG(bo.addr + 0x7000), 0x400))  # polls until the CPU writes
+        sched, n = kmd.sdma_sched, kmd.params.unchecked_job_timeouts
+    else:
+        c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ"), 0x400))
+        sched = kmd.sched
+        n = kmd.params.checked_job_timeouts if rule == "checked" else kmd.params.unchecked_job_timeouts
+    assert sched.head_job() is not None
+    limit = n * sched.job_timeout
+
+    def ran(cycles):
+        if rule == "sdma":
+            sched.head_at = kmd.dev.now() - cycles  # (the SDMA rule counts from the head's start)
+        else:
+            sched.head_ran = cycles
+        return kmd._overrun(sched)
+
+    assert ran(limit) is None
+    why = {"sdma": f"ran {limit + 1} cycles (the SDMA ring is not checked), more than {n} job timeouts",
+           "checked": f"ran {limit + 1} cycles, more than {n} job timeouts (checked_job_timeouts: the checker "
+                      "bounds a job's dwords, not the bytes it moves)",
+           "unchecked": f"ran {limit + 1} cycles unchecked (cs_check off), more than {n} job timeouts"}[rule]
+    assert ran(limit + 1) == why
+    bo.u32[0x7000 // 4] = 1

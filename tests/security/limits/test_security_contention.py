@@ -31,7 +31,7 @@ from kmd_model.uapi import InfoQuery, KmdError, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
-from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd.test_kmd_ioctl import Client, expect
 from tests.kmd_sched.sched_helpers import sdma_ib
 
 
@@ -350,6 +350,27 @@ def test_a_cs_waiting_for_room_in_the_shadow_pool_lets_other_clients_in_and_is_s
     assert b.wait(tb.out[0]) and bbo.u32[0x40] == 0xB
     assert order[-2:] == [(a.f.fd, "CS"), (b.f.fd, "CS")]  # served in the order they came
     assert not kmd.shadow.waiters and kmd.stats["job_timeouts"] == 0
+
+
+def test_the_shadow_pools_enomem_tells_a_client_of_its_own_use_only():
+    """The pool's ENOMEM said how much of it was free and how many jobs were in flight on
+    the device: another client's use of the pool and its jobs, which a file without
+    CAP_PERFMON may not count (INFO COUNTERS). It says the pool's size and the caller's
+    own jobs and bytes in it now: nothing for a client with no job in flight, whatever the
+    client that filled it holds; that client is told of its own 4 jobs."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=1 << 30, fallback_poll=1_000)
+    kmd.params.job_timeout = 20_000  # (the hold is never reset: its timer was armed with 2^30)
+    h, hbo, hold = _pool_filled_behind_a_hold(kmd)
+    a = Client()
+    _, achunk = _one_kib_job(a, 0xA)
+    tail = "other clients' use is not shown)"
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x1000 "
+           f"bytes; this file's 0 job(s) in flight hold 0x0 of them, {tail}", a.submit, achunk)
+    expect(errno.ENOMEM, "CS: no room for the job's 0x400 bytes of checked copies in the shadow pool (0x1000 "
+           f"bytes; this file's 4 job(s) in flight hold 0xc20 of them, {tail}",
+           h.submit, uapi.CsChunkIb(0x100, hbo.handle, 0x1000))
+    kmd.mem32[hold] = 1
+    assert a.wait(a.submit(achunk))
 
 
 def test_a_cs_that_cannot_get_room_is_enomem_and_leaves_the_pools_queue():

@@ -301,8 +301,41 @@ def test_faults_made_on_purpose_do_not_flood_the_log(caplog):
         with pytest.raises(KmdError):
             c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
     lines = [r.getMessage() for r in caplog.records if r.name == "gpucosim.kmd"]
-    assert f"{n - 10} more 'error' lines not logged (at most 10 a job timeout)" in lines
+    assert f"{n - 10} more 'error' lines of fd {c.f.fd} not logged (at most 10 a job timeout)" in lines
     assert lines[-1].startswith("sdma0 queue reset done")
+
+
+def test_a_client_flooding_the_log_with_faults_does_not_hide_another_clients_lines(caplog):
+    """The recovery's rate limit counts per file: a hostile client's 30 SDMA faults inside one
+    job timeout have 10 of its lines of a kind logged, and an innocent client's fault after
+    them still has its error and guilty lines logged. With one count for every client the
+    flood had used it up: the innocent client's fault was not logged at all, and the line
+    that came later said only how many lines of the kind had been left out, not whose."""
+    import logging
+    from kmd_model.uapi import WaitCsArgs
+    kmd = kmd_model.bind(RefModel())
+    bad, good = Client(), Client()
+    bbo, gbo = bad.bo(0x1000), good.bo(0x1000)
+
+    def fault(c, bo):
+        ctx = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id  # (a new context each time: none is banned)
+        seq = c.io(Request.CS, kmd_model.uapi.CsArgs(ctx, [sdma_ib(bo, sdma.write_linear(0x3000_0000, [1]))])).seq
+        with pytest.raises(KmdError) as e:
+            c.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+        assert e.value.errno == errno.ECANCELED
+        return ctx
+
+    with caplog.at_level(logging.WARNING, logger="gpucosim.kmd"):
+        for _ in range(30):
+            fault(bad, bbo)
+        ctx = fault(good, gbo)
+        assert kmd.dev.now() < kmd.params.job_timeout  # all inside one job timeout
+    lines = [r.getMessage() for r in caplog.records if r.name == "gpucosim.kmd"]
+    guilty = [x for x in lines if re.fullmatch(r"context \d+ of fd \d+ is guilty: .*", x)]
+    assert len([x for x in guilty if f" of fd {bad.f.fd} " in x]) == 10
+    assert f"context {ctx} of fd {good.f.fd} is guilty: 1 job(s) cancelled" in guilty
+    assert len([x for x in lines if x.startswith("sdma0 error: ")]) == 11
+    assert kmd.stats["sdma_errors"] == 31
 
 
 # ------------------------------------------------------------------------------ jobs queued per context

@@ -135,3 +135,23 @@ def test_a_device_opened_on_a_given_render_node_makes_its_ioctls_there():
     assert len(kmd.files) == files and (f.fd, q.ctx_id) in kmd.contexts and len(f.handles) >= 1
     gpu.close()
     assert f.closed
+
+
+def test_each_versions_queue_describes_itself():
+    """help(gpu.queue) of an API version 3 device said "Device.queue as in v2, plus
+    async_submit": what the other arguments do was in another version's docstring, which
+    help() does not show. Each version's Device.queue names every argument it takes, and
+    no entry point's docstring sends the reader to another version's."""
+    import inspect
+    import re
+
+    kmd_model.bind(RefModel())
+    for version, table in umd.TABLES.items():
+        gpu = umd.open(api_version=version)
+        doc = inspect.getdoc(gpu.queue) or ""
+        args = [p.name for p in inspect.signature(gpu.queue).parameters.values()
+                if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_")]
+        assert args and [a for a in args if not re.search(rf"`{a}`", doc)] == [], (version, doc)
+        for key, fn in table.entries.items():
+            assert not re.search(r"\bas (?:in )?(?:v|version )\d", fn.__doc__ or ""), (version, key)
+        gpu.close()

@@ -203,6 +203,30 @@ def test_a_fault_no_recorded_command_holds_says_why():
     gpu.close()
 
 
+def test_a_refusal_in_an_ib2_names_the_call_that_recorded_its_indirect_buffer():
+    """The CS checker refuses a packet in an IB2 the app built itself: no call of the UMD's
+    recorded that packet, and the SubmitError named none, where a refusal in the queue's own
+    IB names the call that recorded the packet. It names the call that recorded the
+    INDIRECT_BUFFER that ran the IB2 now (the KMD's PacketAt.via), the IB2's own words
+    unchanged; a refusal in the queue's own IB is named as before."""
+    gpu = _gpu()
+    q, ib2 = gpu.queue(), gpu.alloc(4096)
+    words = pm4.write_data(_UNMAPPED, [1]) + pm4.pad(3)  # (outside every mapping: refused)
+    ib2.u32[:len(words)] = words
+    q.write(ib2, 64, 1)
+    q.emit_raw(pm4.indirect_buffer(ib2.gpu_addr, len(words)))
+    with pytest.raises(umd.SubmitError) as ei:
+        q.finish()
+    assert re.fullmatch(rf"finish: EINVAL: CS: WRITE_DATA at IB2\+0x0 \({ib2.gpu_addr:#x}\) writes "
+                        rf"\[{_UNMAPPED:#x}, {_UNMAPPED + 4:#x}\), outside every mapping of context \d+ "
+                        r"\(run by the INDIRECT_BUFFER recorded by Queue.emit_raw\(\) #2\)", str(ei.value)), str(ei.value)
+    q = gpu.queue()
+    q.emit_raw(words)
+    with pytest.raises(umd.SubmitError, match=r"writes .* \(recorded by Queue.emit_raw\(\) #1\)$"):
+        q.finish()
+    gpu.close()
+
+
 # ---------------------------------------------------------------------------- a banned queue
 
 def test_a_banned_queue_is_not_a_lost_device():
