@@ -120,7 +120,7 @@ class VmidManager:
                 self.held_back = True
                 return None
             return vm.vmid
-        at = self.waiting.get(vm)
+        at = self.waiting.get(vm) if self.waiting else None
         if at is not None and self._expired(vm, at, now):
             del self.waiting[vm]  # (as if forgotten when it expired: its place is lost)
             if not self.waiting:
