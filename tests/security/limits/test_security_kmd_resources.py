@@ -530,3 +530,51 @@ def test_many_mappings_removed_at_once_cost_one_cut_of_the_checkers_view(how, mo
             c.submit(c.ib(ib, pm4.write_data(va, [2])))
         assert e.value.errno == errno.EINVAL
     assert c.wait(c.submit(c.ib(ib, pm4.write_data(base + 0x2000 * n, [3]))))
+
+
+# ------------------------------------------------------------------------------ a guilty context's jobs
+
+def _scheduler_steps_of_a_fault(contexts: int) -> int:
+    """Line events in kmd_model/sched/scheduler.py while a client's SDMA job faults and its
+    ring is reset (the WAIT_CS that finds it), beside `contexts` contexts of its own, each
+    with 4 SDMA jobs queued on a dependency on its gfx job that holds the CP; then the hold
+    ends and those run."""
+    from kmd_model.uapi import CsArgs, CsChunkDep, CtxArgs, CtxOp, HwIp, WaitCsArgs
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    from tests.kmd_sched.test_kmd_hostile import _lines_in
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    h = Client()
+    ib, flag, copy, bad = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    held = []
+    for _ in range(contexts):
+        c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        held += [(c, h.io(Request.CS, CsArgs(c, [job, CsChunkDep(HwIp.GFX, 0, h.ctx, root)])).seq) for _ in range(4)]
+    assert len(kmd.sdma_sched.queue) == 4 * contexts
+    ctx = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    seq = h.io(Request.CS, CsArgs(ctx, [sdma_ib(bad, sdma.write_linear(0x3000_0000, [1]))])).seq
+
+    def fault():
+        with pytest.raises(KmdError) as e:
+            h.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+        return e.value
+    lines, (e,) = _lines_in(fault)
+    assert e.errno == errno.ECANCELED and e.info.code == "VM_FAULT" and kmd.stats["queue_resets"] == 1
+    assert len(kmd.sdma_sched.queue) == 4 * contexts  # (the others' jobs untouched)
+    flag.u32[0] = 1
+    assert all(h.wait(s, 1 << 24, ctx=c) for c, s in held)
+    return lines
+
+
+def test_a_reset_looks_at_the_guilty_contexts_jobs_not_every_queued_job():
+    """A reset cancelled the guilty context's jobs by walking every job queued on the ring,
+    every client's, and rebuilding every entity's queue: 8,000 jobs a file held queued on a
+    dependency made each of its own faults (the SDMA ring has no checker, and a fault is
+    reset at once) cost every other client 18 ms of the driver's lock, and a file's ban,
+    which cancels each of its contexts, that times its contexts. It looks at the context's
+    own jobs now (Context.jobs) and the ring's, as drm_sched cancels an entity's own queue."""
+    few = _scheduler_steps_of_a_fault(5)
+    many = _scheduler_steps_of_a_fault(200)
+    assert many < few + 100, (few, many)
