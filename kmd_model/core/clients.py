@@ -128,6 +128,7 @@ class ClientsMixin:
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
         leaked = list(file.handles.values())
+        file.vm.drop_view()
         if leaked:
             log.debug("fd %d closed with %d BO(s) open: %s", file.fd, len(leaked), leaked)
         # every BO is closed, and the VM destroyed, whatever one of them raises (a lost TLB

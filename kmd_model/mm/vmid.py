@@ -65,6 +65,7 @@ class VmidManager:
         # (grab). A VMID is idle only when no job runs with it, so 15 files each keeping a job
         # in a ring at every moment kept every VMID busy, and a 16th file's job never ran.
         self.waiting: dict = {}
+        self.swept_at = 0  # when every waiter was last looked at for its expiry (_expire)
         self.drain: int | None = None
         # The drained VMID's owner had a job refused (`held_back`); VMIDs whose drain the job
         # timer lifted for the first waiter (`spared`, lift_drain): not drained again for it
@@ -78,13 +79,29 @@ class VmidManager:
         v.jobs = [j for j in v.jobs if not j.finished]
         return not v.jobs
 
+    def _expired(self, w: Vm, at: int, now: int) -> bool:
+        return w.vmid is not None or w.closed or now - at > self.kmd.params.job_timeout
+
     def _expire(self, now: int) -> None:
         """Forget the waiting VMs that have a VMID, are closed, or have not asked for a job
-        timeout (their jobs cancelled, or held elsewhere): they keep no one else waiting."""
-        limit = self.kmd.params.job_timeout
-        for w in [w for w, at in self.waiting.items() if w.vmid is not None or w.closed or now - at > limit]:
-            del self.waiting[w]
-        if not self.waiting:
+        timeout (their jobs cancelled, or held elsewhere): they keep no one else waiting.
+        Only the first waiter decides anything (grab, lift_drain), so those ahead of it
+        alone are forgotten at each look, and the rest once a job timeout: every waiter
+        looked at, at each grab, cost a scheduler pass the square of the files waiting (1,200
+        files, each with a job queued while the VMIDs were taken, made each ioctl of every
+        client hold the driver's lock 0.5 s). A VM that asks again after it expired is
+        forgotten first (grab): it goes to the back, not back to its old place."""
+        w = self.waiting
+        while w:
+            first = next(iter(w))
+            if not self._expired(first, w[first], now):
+                break
+            del w[first]
+        if w and now - self.swept_at > self.kmd.params.job_timeout:
+            self.swept_at = now
+            for v in [v for v, at in w.items() if self._expired(v, at, now)]:
+                del w[v]
+        if not w:
             self.drain = None
 
     def grab(self, vm: Vm, resubmitted: bool = False) -> int | None:
@@ -103,8 +120,14 @@ class VmidManager:
                 self.held_back = True
                 return None
             return vm.vmid
-        idle = [v for v in self.ids if self._idle(v)]
+        at = self.waiting.get(vm) if self.waiting else None
+        if at is not None and self._expired(vm, at, now):
+            del self.waiting[vm]  # (as if forgotten when it expired: its place is lost)
+            if not self.waiting:
+                self.drain = None
         first = next(iter(self.waiting), vm)
+        # (not looked for while an earlier waiter is first: a VMID each for every waiting VM)
+        idle = [v for v in self.ids if self._idle(v)] if first is vm or self.drain is None else []
         if not idle or first is not vm:
             self.waiting[vm] = now  # (a VM already waiting keeps its place)
             if self.drain is None:
@@ -142,6 +165,8 @@ class VmidManager:
         vm.vmid = v.n
         self.grabs += 1
         self.waiting.pop(vm, None)
+        if self.waiting:
+            self._expire(now)  # (the next waiter first: one that expired keeps no one waiting)
         if v.n == self.drain or not self.waiting:
             self.drain = None  # (the next VM still waiting picks the next to drain)
         log.debug("VMID %d -> %r", v.n, vm)

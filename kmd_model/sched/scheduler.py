@@ -176,6 +176,7 @@ class Scheduler:
         self.hw_submission_limit = hw_submission_limit
         self.rqs: list[list[Entity]] = [[] for _ in Priority]  # by Priority, round robin within
         self._turns = 0  # Entity.turn's clock
+        self._rq_adds = 0  # entities put into a run queue (_enqueue): a kick's walk looks again
         # entities out of their run queue while their head job waits for dependencies: a
         # scheduler pass walked each of them (a client's 4,094 contexts, each with a job held
         # on a dependency, made every other client's passes 7 times slower)
@@ -242,6 +243,7 @@ class Scheduler:
         pushed behind its head changes nothing)."""
         if not e.in_rq and not e.parked:
             e.in_rq = True
+            self._rq_adds += 1
             bisect.insort(self.rqs[e.priority], e, key=_turn)
 
     def _dequeue(self, e: Entity) -> None:
@@ -280,26 +282,38 @@ class Scheduler:
         job.ctx.jobs[job.seq] = job
         self.kick()
 
-    def _select(self, skip: set | frozenset = frozenset()) -> Entity | None:
-        """drm_sched_select_entity: the first run queue (KERNEL first) with a ready entity,
-        round robin within it (`skip`: entities whose job waits for a VMID, not ready for this
-        pass). Jobs whose dependency failed are cancelled on the way. The entity keeps its
-        place: it goes to the back of its queue once its job is in the ring (_served)."""
-        for rq in self.rqs:
-            for e in list(rq):
-                if e in skip:
-                    continue
-                while e.queue and e.queue[0].deps_failed:
-                    job = e.queue.popleft()
-                    bad = next(d for d in job.deps if d.finished and d.error is not None)
-                    self.cancel_job(job, dependency_failed(job, self.name, bad))
-                if not e.queue:
-                    self._dequeue(e)  # (its jobs were cancelled)
-                elif not e.queue[0].deps_left:
-                    return e
-                else:
-                    self._park(e)  # (its head's last dependency to end puts it back: Job.ended)
-        return None
+    def _ready(self):
+        """drm_sched_select_entity's choices for one kick, in order: the first run queue (KERNEL
+        first) with a ready entity, round robin within it. Jobs whose dependency failed are
+        cancelled on the way. The entity keeps its place: it goes to the back of its queue
+        once its job is in the ring (_served). Each run queue is walked once, the walk resumed
+        after each entity the caller passes over (its job found no VMID); a walk that served
+        one, or put an entity back into a run queue (a cancellation's dependents), starts
+        again from the first: the order a walk from the front after each choice gives. That
+        walk, made again after each entity passed over, cost a pass the square of the
+        entities waiting for a VMID: 2,000 contexts of one file, each with a job queued
+        while 15 files held every VMID, made each ioctl of every client hold the driver's
+        lock 0.4 s."""
+        while True:
+            mark = (self._turns, self._rq_adds)
+            for rq in self.rqs:
+                for e in list(rq):
+                    if not e.in_rq:
+                        continue  # (left it since the walk began)
+                    while e.queue and e.queue[0].deps_failed:
+                        job = e.queue.popleft()
+                        bad = next(d for d in job.deps if d.finished and d.error is not None)
+                        self.cancel_job(job, dependency_failed(job, self.name, bad))
+                    if not e.queue:
+                        self._dequeue(e)  # (its jobs were cancelled)
+                    elif not e.queue[0].deps_left:
+                        yield e
+                    else:
+                        self._park(e)  # (its head's last dependency to end puts it back: Job.ended)
+                if (self._turns, self._rq_adds) != mark:
+                    break  # (one served, or one back: from the first run queue again)
+            else:
+                return
 
     def _served(self, e: Entity) -> None:
         """`e`'s job went into the ring: round robin, it goes to the back of its queue. Only
@@ -318,7 +332,7 @@ class Scheduler:
     def _next_resubmitted(self) -> Entity | None:
         """The entity whose head is the first job a reset put back, if any is still to go into
         the ring: as drm_sched_resubmit_jobs runs the pending jobs again before the
-        scheduler picks any new one. Through the round robin (_select), an entity with an
+        scheduler picks any new one. Through the round robin (_ready), an entity with an
         older turn went first: a client's jobs queued after an innocent job that was next in
         the ring went into it ahead of that job, each reset again (a client faulting on
         purpose, from context after context, kept it from ever running)."""
@@ -332,15 +346,25 @@ class Scheduler:
     def kick(self) -> None:
         """Move ready jobs into the ring while they fit (one commit for them all)."""
         moved = False
-        no_vmid: set[Entity] = set()  # entities whose job waits for a VMID: the others may go
+        # VMs whose job found no VMID in this kick: every job of theirs waits (the VMID manager
+        # answers by the VM, so it is not asked again), and their entities met so far: the
+        # others may go
+        no_vmid: set = set()
+        passed: set[Entity] = set()
+        ready = self._ready()
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
             resubmitted = self._next_resubmitted()
-            e = resubmitted or self._select(no_vmid)
+            e = resubmitted or next(ready, None)
+            if resubmitted is None and e in passed:
+                continue
             # no room: the entity keeps its turn and nothing else goes (drm_sched_can_queue
             # fails for it): its job goes first once the ring has drained enough
             if e is None or not self.ring.alloc(e.queue[0].ndw):
                 break
             job = e.queue[0]
+            if resubmitted is None and job.vm in no_vmid:
+                passed.add(e)
+                continue
             vmid = self.kmd.vmids.grab(job.vm, resubmitted is not None)
             if vmid is None:
                 # every VMID is busy: the job waits for one (amdgpu_vmid_grab's fence, a
@@ -349,7 +373,8 @@ class Scheduler:
                 # nor anything while the MMU acknowledges no flush (each grab would wait for it)
                 if resubmitted is not None or self.kmd.vmids.stuck_since is not None:
                     break
-                no_vmid.add(e)
+                no_vmid.add(job.vm)
+                passed.add(e)
                 continue
             job.vmid = vmid
             if self.resubmitted and self.resubmitted[0][0] is job:
@@ -466,19 +491,31 @@ class Scheduler:
 
     def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False) -> list[Job]:
         """Cancel every unfinished job of a guilty context, queued or in the ring (only
-        queued ones with `queued_only`: on a ring that was not reset, its running jobs end)."""
-        dropped = [j for j in (*(() if queued_only else self.pending), *self.queue) if j.ctx is ctx and not j.finished]
+        queued ones with `queued_only`: on a ring that was not reset, its running jobs end).
+        Its own jobs are looked at (Context.jobs, in submission order), and the ring's, not
+        every queued job of every client: each reset, a fault made on purpose among them,
+        walked them all, and 8,000 jobs another file held queued on a dependency cost every
+        fault 18 ms of the driver's lock (a file's ban, a walk a context, minutes)."""
+        running = {id(j) for j in self.pending}
+        in_ring = [] if queued_only else [j for j in self.pending if j.ctx is ctx and not j.finished]
+        queued = [j for j in ctx.jobs.values() if j.sched is self and not j.finished and id(j) not in running]
+        dropped = in_ring + queued
         for j in dropped:
             self.cancel_job(j, error)
-        self.pending = deque(j for j in self.pending if not j.finished)
-        for e in self._queued_entities():
+        if in_ring:
+            self.pending = deque(j for j in self.pending if not j.finished)
+        for e in {j.entity: None for j in queued if j.entity is not None}:  # (the only queues changed)
             e.queue = deque(j for j in e.queue if not j.finished)
-        self._drop_emptied()
+            if e.parked:  # (its head gone: it may be ready, or have no job left)
+                if not e.queue or not e.queue[0].deps_left or e.queue[0].deps_failed:
+                    self._unpark(e)
+            elif not e.queue:
+                self._dequeue(e)
         return dropped
 
     def _drop_emptied(self) -> None:
         """An entity leaves the run queue once its last job is gone: here, for jobs cancelled
-        outside _select and kick, which only see the entities they reach."""
+        outside _ready and kick, which only see the entities they reach."""
         for rq in self.rqs:
             for e in rq:
                 e.in_rq = bool(e.queue)

@@ -406,3 +406,175 @@ def test_the_checkers_view_of_the_mappings_is_kept_not_made_again_at_each_change
     assert len(fresh[0]) >= 5 and min(answers.values()) >= 5, (len(fresh[0]), answers)
     for a, b in zip(kept, fresh):
         assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------------------ jobs waiting for a VMID
+
+def _scheduler_steps_beside_jobs_waiting_for_a_vmid(contexts: int, files: int = 1) -> int:
+    """Line events in the scheduler and the VMID manager while an innocent client makes one
+    CS, beside `files` hostile files whose `contexts` contexts each hold one queued job, every
+    VMID taken by 15 other files' jobs in the gfx ring (the first held in a WAIT_REG_MEM).
+    Then the holds end and every job runs."""
+    from kmd_model.uapi import CtxArgs, CtxOp
+
+    from tests.kmd_sched.test_kmd_hostile import _lines_in
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    holders = []
+    for _ in kmd.vmids.ids:
+        c = Client()
+        c.next_va = 0x10_0000  # (each file's VM is its own: the same VAs in every one)
+        bo = c.bo(0x1000)
+        c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+        holders.append((c, bo))
+    assert all(v.owner is not None for v in kmd.vmids.ids)
+    inn = Client()
+    inn.next_va = 0x10_0000
+    ibo = inn.bo(0x1000)
+    held = []
+    for _ in range(files):
+        h = Client()
+        h.next_va = 0x10_0000
+        hbo = h.bo(0x1000)
+        chunk = h.ib(hbo, pm4.write_data(hbo.addr + 0x800, [7]))
+        for _ in range(contexts):
+            ctx = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+            held.append((h, ctx, h.submit(chunk, ctx=ctx)))
+    assert len(kmd.sched.queue) == files * contexts
+    lines, (seq,) = _lines_in(lambda: inn.submit(inn.ib(ibo, pm4.write_data(ibo.addr + 0x800, [1]))),
+                              ("sched/scheduler.py", "mm/vmid.py"))
+    for _, bo in holders:
+        bo.u32[0x200] = 1
+    assert inn.wait(seq, 1 << 24) and ibo.u32[0x200] == 1
+    assert all(h.wait(s, 1 << 24, ctx=ctx) for h, ctx, s in held)
+    return lines
+
+
+def test_contexts_waiting_for_a_vmid_cost_a_scheduler_pass_once_each():
+    """With every VMID taken, a scheduler pass (each CS of any client, each step of any
+    wait) looked for a ready entity from the front of its run queue again after each one whose
+    job found no VMID, and asked the VMID manager again for each: a pass cost the square of
+    the contexts with a job queued. A client whose 2,000 contexts each queued one job behind
+    15 files holding the VMIDs made every other client's ioctl hold the driver's lock 0.4 s
+    (0.02 s with 500; its own setup, paying it at each CS, 435 s). A pass now walks the run
+    queue once, as drm_sched_rq_select_entity_rr does, and asks once for each VM: a cost of
+    a + b * contexts, which 4 times the contexts multiplies by less than 4 (it was 6.7)."""
+    few = _scheduler_steps_beside_jobs_waiting_for_a_vmid(40)
+    many = _scheduler_steps_beside_jobs_waiting_for_a_vmid(160)
+    assert many < 4 * few, (few, many)
+
+
+def test_files_waiting_for_a_vmid_cost_a_scheduler_pass_once_each():
+    """The VMID manager looked at every waiting VM, for its expiry, at each VM's ask: with
+    every VMID taken, a scheduler pass, which asks once for each VM with a job ready, cost the
+    square of the files waiting. 1,200 files, each with one job queued while 15 files held
+    the VMIDs, made each ioctl of every client hold the driver's lock 0.5 s (0.02 s with 300).
+    Only the first waiter decides which VM is served next: only those ahead of it are
+    forgotten at each ask, the rest once a job timeout (VmidManager._expire)."""
+    few = _scheduler_steps_beside_jobs_waiting_for_a_vmid(1, files=20)
+    many = _scheduler_steps_beside_jobs_waiting_for_a_vmid(1, files=80)
+    assert many < 4 * few, (few, many)
+
+
+# ------------------------------------------------------------------------------ many mappings removed at once
+
+@pytest.mark.parametrize("how", ["GEM_CLOSE", "CLEAR", "close"])
+def test_many_mappings_removed_at_once_cost_one_cut_of_the_checkers_view(how, monkeypatch):
+    """A GEM_CLOSE removed its BO's mappings one at a time, each cutting its row out of the
+    checker's view (five arrays of a row a mapping, copied whole) and out of the VM's lists:
+    one page mapped 20,000 times took 4.4 s of the driver's lock to close, 100,000 times some
+    2 minutes, every other client's ioctls waiting; a CLEAR over them as long, and a file's
+    close paid it for each BO. They go in one step now (Vm._remove_many; the file's close
+    drops the view it will not need), and the view is what one made afresh would be."""
+    import numpy as np
+
+    from kmd_model.mm import vm as vm_module
+    from kmd_model.uapi import GemVaArgs, VaOp
+    from tests.kmd.test_kmd_ioctl import RWX
+    kmd_model.bind(RefModel())
+    c = Client()
+    ib = c.bo(0x1000)
+    n = 600
+    page = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0)).handle
+    base = 0x2000_0000
+    for k in range(n):
+        c.io(Request.GEM_VA, GemVaArgs(page, VaOp.MAP, base + 0x2000 * k, 0, 0x1000, RWX))
+    other = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0)).handle
+    c.io(Request.GEM_VA, GemVaArgs(other, VaOp.MAP, base + 0x2000 * n, 0, 0x1000, RWX))
+    assert c.wait(c.submit(c.ib(ib, pm4.write_data(base + 0x2000 * (n - 1), [1]))))  # (the view made)
+    vm = c.f.vm
+    rows = []
+    real = np.delete
+
+    def counted(a, *args, **kw):
+        rows.append(len(a))
+        return real(a, *args, **kw)
+    monkeypatch.setattr(vm_module.np, "delete", counted)
+    if how == "GEM_CLOSE":
+        c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(page))
+    elif how == "CLEAR":
+        c.io(Request.GEM_VA, GemVaArgs(0, VaOp.CLEAR, base + 0x1000, 0, 0x2000 * n - 0x2000))
+    else:
+        c.f.close()
+    assert sum(rows) <= 5 * (n + 2), (len(rows), sum(rows))  # (a cut of each array once, at most)
+    if how == "close":
+        return
+    left = [(m.va, m.size) for m in vm.maps]
+    kept = vm.lookup_arrays()
+    vm._arrays = None
+    assert all(np.array_equal(a, b) for a, b in zip(kept, vm.lookup_arrays()))
+    want = [(base + 0x2000 * n, 0x1000)] if how == "GEM_CLOSE" else [(base, 0x1000), (base + 0x2000 * n, 0x1000)]
+    assert left == [(ib.addr, 0x1000)] + want
+    assert vm.maps_of(c.f.handles[other]) == [m for m in vm.maps if m.va == base + 0x2000 * n]
+    for va in (base + 0x2000, base + 0x2000 * (n - 1)):  # (unmapped: refused, as any address outside its mappings)
+        with pytest.raises(KmdError) as e:
+            c.submit(c.ib(ib, pm4.write_data(va, [2])))
+        assert e.value.errno == errno.EINVAL
+    assert c.wait(c.submit(c.ib(ib, pm4.write_data(base + 0x2000 * n, [3]))))
+
+
+# ------------------------------------------------------------------------------ a guilty context's jobs
+
+def _scheduler_steps_of_a_fault(contexts: int) -> int:
+    """Line events in kmd_model/sched/scheduler.py while a client's SDMA job faults and its
+    ring is reset (the WAIT_CS that finds it), beside `contexts` contexts of its own, each
+    with 4 SDMA jobs queued on a dependency on its gfx job that holds the CP; then the hold
+    ends and those run."""
+    from kmd_model.uapi import CsArgs, CsChunkDep, CtxArgs, CtxOp, HwIp, WaitCsArgs
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    from tests.kmd_sched.test_kmd_hostile import _lines_in
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    h = Client()
+    ib, flag, copy, bad = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    held = []
+    for _ in range(contexts):
+        c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        held += [(c, h.io(Request.CS, CsArgs(c, [job, CsChunkDep(HwIp.GFX, 0, h.ctx, root)])).seq) for _ in range(4)]
+    assert len(kmd.sdma_sched.queue) == 4 * contexts
+    ctx = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    seq = h.io(Request.CS, CsArgs(ctx, [sdma_ib(bad, sdma.write_linear(0x3000_0000, [1]))])).seq
+
+    def fault():
+        with pytest.raises(KmdError) as e:
+            h.io(Request.WAIT_CS, WaitCsArgs(ctx, seq, 1_000_000))
+        return e.value
+    lines, (e,) = _lines_in(fault)
+    assert e.errno == errno.ECANCELED and e.info.code == "VM_FAULT" and kmd.stats["queue_resets"] == 1
+    assert len(kmd.sdma_sched.queue) == 4 * contexts  # (the others' jobs untouched)
+    flag.u32[0] = 1
+    assert all(h.wait(s, 1 << 24, ctx=c) for c, s in held)
+    return lines
+
+
+def test_a_reset_looks_at_the_guilty_contexts_jobs_not_every_queued_job():
+    """A reset cancelled the guilty context's jobs by walking every job queued on the ring,
+    every client's, and rebuilding every entity's queue: 8,000 jobs a file held queued on a
+    dependency made each of its own faults (the SDMA ring has no checker, and a fault is
+    reset at once) cost every other client 18 ms of the driver's lock, and a file's ban,
+    which cancels each of its contexts, that times its contexts. It looks at the context's
+    own jobs now (Context.jobs) and the ring's, as drm_sched cancels an entity's own queue."""
+    few = _scheduler_steps_of_a_fault(5)
+    many = _scheduler_steps_of_a_fault(200)
+    assert many < few + 100, (few, many)
