@@ -21,7 +21,8 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "model.contract.engines.test_contract_cp_queues", "model.contract.engines.test_contract_both_engines",
            "model.contract.test_contract_vm", "model.contract.control.test_contract_resets",
            "model.contract.control.test_contract_halts", "model.contract.control.test_contract_rings",
-           "model.contract.control.test_contract_ih_ring", "model.contract.test_contract_bare_metal",
+           "model.contract.control.test_contract_ih_ring", "model.contract.control.test_contract_edges",
+           "model.contract.test_contract_bare_metal",
            "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
            "kmd.uapi.test_kmd_uapi_contract_cs")
 
@@ -45,7 +46,8 @@ SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "
          "test_contract_sdma_packets": "contract_engines", "test_contract_sdma_errors": "contract_engines",
          "test_contract_cp_queues": "contract_engines", "test_contract_both_engines": "contract_engines",
          "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
-         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control"}
+         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control",
+         "test_contract_edges": "contract_control"}
 
 
 def _group(mod_name: str) -> str:
@@ -318,6 +320,14 @@ ICARUS_SECONDS = {
     "contract_engines__check_sdma_halt_stops_inside_an_ib": 0.07,
     "contract_control__check_ih_ring_moved_and_resized_keeps_its_pointers": 0.07,
     "contract_vm__check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry": 5.33,  # (one run, loaded)
+    # (driver-writer-11: one Icarus session each, 64-bit bus, loaded machine, 7 December 2026)
+    "contract_control__check_every_register_reads_its_reset_value": 0.51,
+    "contract_control__check_read_only_registers_ignore_whole_writes": 0.74,
+    "contract_control__check_doorbells_that_move_nothing_and_rejected_ones": 1.46,
+    "contract_control__check_ib_size_every_bit_up_to_the_largest": 2.72,
+    "contract_control__check_count_fields_out_of_range": 2.67,
+    "contract_control__check_ring_bases_and_write_back_addresses_reach_the_bus": 8.60,
+    "contract_control__check_packet_addresses_reach_the_bus": 8.0,
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,

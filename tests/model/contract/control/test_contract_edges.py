@@ -1,0 +1,454 @@
+"""The contract, checked by an outside driver writer (tests/model/contract/contract_driver.py, from
+the docs alone): the edges a driver meets first and the other checks pass over. Every
+register's value after reset as registers.md's reset column and hardware.md's "After reset"
+give it (the hardware-driven ones: the build's CAPS, idle status, every pointer, error,
+fault and counter 0); the R registers ignore whole writes while they hold latched values;
+the W registers read 0; doorbells that move nothing (v = wptr, on an idle ring and on a
+busy one) and rejected ones (RB_WPTR keeps its value, on the three rings); IB_SIZE decoded
+bit by bit up to its largest value, 0xFFFFF, on the CP (a CHAIN ends the IB early, so no
+million dwords are fetched) and on the SDMA (an error ends it).
+
+The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
+tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.model.contract.contract_driver import (IB1, IB1B, IB2, IH_BASE, IH_WB, M32, OUT, RING, RING1, RPTR1_WB,
+                                                  RPTR_WB, SRING, SRPTR_WB, Gpu, Ring, SdmaRing, bring_up, dma_data,
+                                                  expect_error, expect_sdma_error, ib, lo_hi, pm4, pm4_packets,
+                                                  registers, release_mem, sdma, sdma_packets, wait_mem, write_data)
+
+# Registers a running device changes by itself (the clock), skipped where a value must hold.
+LIVE = ("TIMESTAMP_LO", "TIMESTAMP_HI")
+
+
+def _state_after_reset(g: Gpu) -> dict[str, int]:
+    """What hardware.md's "After reset" and registers.md say each hardware-driven register
+    reads on a reset device of the default build (docs/hardware.md: IB levels ring → IB1 →
+    IB2, 48-bit addresses, DMA_DATA up to 2^20 bytes, VM_CAPS 2 levels, 16 VMIDs, a TLB of
+    16; two CP queues and one SDMA engine)."""
+    bus = g.fields("CAPS")["BUS_BYTES_LOG2"]
+    assert 2 <= bus <= 5, f"CAPS.BUS_BYTES_LOG2 {bus}: 32 to 256 bits"
+    idle = g.value("STATUS", IDLE=1, RB_EMPTY=1)
+    want = {n: 0 for n, r in registers().items() if r.reset is None and n not in LIVE}
+    want.update(CAPS=g.value("CAPS", VM=1, DMA_MAX_LOG2=20, IH=1, DMA=1, IB_LEVELS=2, ADDR_BITS=48,
+                             BUS_BYTES_LOG2=bus),
+                VM_CAPS=g.value("VM_CAPS", TLB_LOG2=4, VMIDS=16, LEVELS=2),
+                QUEUE_CAPS=g.value("QUEUE_CAPS", CP_QUEUES=2, SDMA=1),
+                STATUS=idle, CP_HQD1_STATUS=g.value("CP_HQD1_STATUS", IDLE=1, RB_EMPTY=1),
+                SDMA_STATUS=g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1))
+    return want
+
+
+def check_every_register_reads_its_reset_value(dev):
+    """After reset every register reads registers.md's reset value (every element of an
+    array: 16 VMIDs' VM_CONTEXT_*, the packet counters), and the registers the hardware
+    drives read what hardware.md's "After reset" says: the build in CAPS, VM_CAPS and
+    QUEUE_CAPS, the three queues IDLE and RB_EMPTY with nothing else, every pointer, error
+    register, fault register, VM_INVALIDATE_ACK and counter 0; TIMESTAMP runs. A register
+    written and reset by nothing but the device's reset (VM_CONTEXT_PT_BASE_*, a memory with
+    a valid bit per entry on the RTL) reads 0 as well, whatever an earlier session wrote."""
+    g = Gpu(dev)
+    want = _state_after_reset(g)
+    bad = []
+    for n, r in registers().items():
+        if n in LIVE:
+            continue
+        for i in range(r.count):
+            exp = r.reset if r.reset is not None else want[n]
+            got = g.read(n, i)
+            if got != exp:
+                bad.append(f"{n}[{i}] after reset: {got:#010x}, registers.md/hardware.md say {exp:#010x}")
+    t0 = g.timestamp()
+    g.dev.delay(100)
+    assert g.timestamp() - t0 >= 100, "TIMESTAMP does not run"
+    assert not dev.irq_level(), "the irq line is high after reset"
+    assert not bad, "\n".join(bad)
+    # the VM_CONTEXT_* registers written, then read back through every element
+    for i in range(16):
+        g.write("VM_CONTEXT_PT_BASE_LO", (0x1000 * (i + 1)) | 0xFFF, i)
+        g.write("VM_CONTEXT_PT_BASE_HI", 0xF0000 | i, i)
+    assert [g.read("VM_CONTEXT_PT_BASE_LO", i) for i in range(16)] == [0x1000 * (i + 1) for i in range(16)], \
+        "VM_CONTEXT_PT_BASE_LO: bits 11:0 read 0, each element its own"
+    assert [g.read("VM_CONTEXT_PT_BASE_HI", i) for i in range(16)] == [i for i in range(16)], \
+        "VM_CONTEXT_PT_BASE_HI: bits 15:0, each element its own"
+    for i in range(16):
+        g.write("VM_CONTEXT_PT_BASE_LO", 0, i)
+        g.write("VM_CONTEXT_PT_BASE_HI", 0, i)
+
+
+def check_read_only_registers_ignore_whole_writes(dev):
+    """Every R register ("a write is answered OKAY and changes nothing") ignores a whole
+    write of ones and of zeros while it holds a latched, non-zero value: the three queues'
+    pointers after work, CP_ERROR*, CP_HQD1_ERROR*, SDMA_ERROR* and VM_FAULT_* with their
+    errors latched, the counters after work, IH_WPTR, the CAPS; and every W register reads 0
+    after a write (the doorbells, VM_INVALIDATE_REQ, INT_FORCE, CP_QUEUE_RESET)."""
+    from tests.model.contract.contract_driver import VA_HOLE, VA_CODE, PA_CODE, map_vmid1
+
+    g, ring, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    ring.run(write_data(OUT, [1, 2, 3]), pm4("NOP", [0] * 3))
+    q1.run(write_data(OUT + 16, [4]))
+    s.run(sdma("FENCE", DATA=5, **lo_hi("ADDR", OUT + 32, 2)), sdma("TRAP", INT_CONTEXT=7))
+    g.until(lambda: g.read("IH_WPTR") == 32, "the TRAP's entry")
+    # Errors latched on the three queues: a VM fault on queue 0, an illegal opcode on queue 1
+    # and the SDMA.
+    map_vmid1(g)
+    g.w32(PA_CODE, [0xFFFF1000] + write_data(VA_HOLE, [9]))  # the fault at IB offset 1
+    ring.submit(ib(VA_CODE, 6, VMID=1))
+    q1.submit([0xC000FF00, 0])
+    s.submit([0x00000307])
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        assert g.idle(st)["ERROR"] == 1, st
+    g.until(lambda: g.read("IH_WPTR") == 4 * 32, "the three error entries")
+    regs = registers()
+    ro = [n for n, r in regs.items() if n not in LIVE and r.fields
+          and all(f.access == "R" for f in r.fields.values())]
+    before = {(n, i): g.read(n, i) for n in ro for i in range(regs[n].count)}
+    latched = ("RB_RPTR", "RB_WPTR", "CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "SDMA_RB_RPTR", "SDMA_RB_WPTR",
+               "IH_WPTR", "CP_ERROR", "CP_ERROR_ADDR_LO", "CP_ERROR_OFFSET", "CP_HQD1_ERROR",
+               "CP_HQD1_ERROR_ADDR_LO", "CP_HQD1_ERROR_OFFSET", "SDMA_ERROR", "SDMA_ERROR_ADDR_LO", "VM_FAULT_STATUS",
+               "VM_FAULT_ADDR_LO", "PERF_DWORDS_FETCHED", "PERF_Q0_DWORDS_FETCHED", "PERF_Q1_DWORDS_FETCHED",
+               "PERF_SDMA_DWORDS_FETCHED", "CAPS", "VM_CAPS", "QUEUE_CAPS", "ID", "VERSION")
+    zero = [n for n in latched if before[(n, 0)] == 0]
+    assert not zero, f"expected latched non-zero values in {zero}"
+    assert len(ro) >= 40, ro
+    for v in (M32, 0):
+        for n in ro:
+            for i in range(regs[n].count):
+                g.write(n, v, i)
+    after = {(n, i): g.read(n, i) for n in ro for i in range(regs[n].count)}
+    changed = {f"{n}[{i}]": (hex(before[(n, i)]), hex(after[(n, i)])) for (n, i) in before
+               if before[(n, i)] != after[(n, i)]}
+    assert not changed, f"whole writes to R registers changed them: {changed}"
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        assert g.fields(st)["ERROR"] == 1, f"a write to an R register ended {st}'s error"
+    # W registers read 0 after a write (a doorbell ignored while its queue is stopped).
+    for n, v in (("RB_DOORBELL", 0x1234), ("CP_HQD1_RB_DOORBELL", 0x1234), ("SDMA_DOORBELL", 0x1234),
+                 ("VM_INVALIDATE_REQ", g.value("VM_INVALIDATE_REQ", PER_VMID=0x8000, ALL_ADDR=1))):
+        g.write(n, v)
+        assert g.read(n) == 0, f"{n} (W) reads {g.read(n):#x} after a write"
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0x8000, "VM_INVALIDATE_ACK = VMID 15")
+    assert (g.read("RB_WPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("SDMA_RB_WPTR")) == \
+        (before[("RB_WPTR", 0)], before[("CP_HQD1_RB_WPTR", 0)], before[("SDMA_RB_WPTR", 0)])
+    g.set("INT_FORCE", EOP=1)
+    assert g.read("INT_FORCE") == 0 and g.fields("INT_STATUS")["EOP"] == 1
+    g.set("CP_QUEUE_RESET", Q0=1, Q1=1)
+    assert g.read("CP_QUEUE_RESET") == 0
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    assert g.fields("SDMA_CNTL") == {"QUEUE_RESET": 0, "HALT": 0, "TRAP_ENABLE": 1}
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        assert g.idle(st)["ERROR"] == 0, st
+    assert (g.read("VM_FAULT_STATUS"), g.read("CP_ERROR"), g.read("CP_HQD1_ERROR"), g.read("SDMA_ERROR")) == \
+        (0, 0, 0, 0)
+
+
+def check_doorbells_that_move_nothing_and_rejected_ones(dev):
+    """A doorbell of the value RB_WPTR already holds (v = wptr) is no error and moves
+    nothing, on an idle ring (v = rptr = wptr: nothing is fetched, the queue stays IDLE) and
+    on a busy one (the work in hand goes on); a rejected doorbell leaves RB_WPTR (and
+    CP_HQD1_RB_WPTR, SDMA_RB_WPTR) at its value: wptr = v only when neither check fails;
+    the SDMA's a byte pointer, its bits 1:0 dropped."""
+    g, ring, ih = bring_up(dev, ring_log2=5)
+    q1 = Ring(g, RING1, 5, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 5, SRPTR_WB)
+    P = pm4_packets()
+    ring.run(write_data(OUT, [1]))
+    q1.run(write_data(OUT + 4, [2]))
+    s.run(sdma("FENCE", DATA=3, **lo_hi("ADDR", OUT + 8, 2)))
+    fetched = (g.read("PERF_DWORDS_FETCHED"), g.read("PERF_SDMA_DWORDS_FETCHED"))
+    for _ in range(3):  # v = rptr = wptr
+        ring.doorbell()
+        q1.doorbell()
+        g.write("SDMA_DOORBELL", s.wptr)
+        g.write("SDMA_DOORBELL", s.wptr | 3)  # bits 1:0 ignored: the same pointer
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        f = g.idle(st)
+        assert (f["ERROR"], f["RB_EMPTY"]) == (0, 1), (st, f)
+    assert (g.read("PERF_DWORDS_FETCHED"), g.read("PERF_SDMA_DWORDS_FETCHED")) == fetched, \
+        "a doorbell of the current wptr fetched something"
+    assert (g.read("RB_WPTR"), g.read("CP_HQD1_RB_WPTR"), g.read("SDMA_RB_WPTR")) == (5, 5, 16)
+    assert ih.pop() == []
+    # v = wptr while the ring is busy (a WAIT_REG_MEM in hand, work behind it): no error, the
+    # work goes on and runs once the wait ends.
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    ring.submit(wait_mem(flag, 1, 1, "EQ"), write_data(OUT + 0x44, [0x44]))
+    s.submit(sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                  RETRY_COUNT=0xFFF, INTERVAL=1), sdma("FENCE", DATA=0x48, **lo_hi("ADDR", OUT + 0x48, 2)))
+    g.waiting()
+    g.waiting("SDMA_STATUS")
+    ring.doorbell()
+    g.write("SDMA_DOORBELL", s.wptr)
+    g.dev.delay(50)
+    assert g.fields("STATUS")["ERROR"] == 0 and g.fields("SDMA_STATUS")["ERROR"] == 0
+    g.w32(flag, [1])
+    g.idle()
+    g.idle("SDMA_STATUS")
+    assert g.r32(OUT + 0x44, 2) == [0x44, 0x48]
+    assert (g.read("RB_RPTR"), g.read("RB_WPTR")) == (5 + 7 + 5,) * 2
+    # Rejected doorbells: wptr keeps its value, on each of the three rings.
+    for q in (ring, q1):
+        w = g.read(q.p + "WPTR")
+        q.doorbell(w + 33)  # more than 32 dwords ahead of rptr (= wptr)
+        expect_error(q, ih, "DOORBELL_OVERFLOW", "RING", 0, w + 33, w % 32)
+        assert g.read(q.p + "WPTR") == 0, "the queue's reset clears wptr"
+        q.run(write_data(OUT + 0x50, [0x50]))
+        q.doorbell(q.wptr - 1)
+        st = g.idle(q.status)
+        assert st["ERROR"] == 1 and g.read(q.p + "WPTR") == q.wptr == 5, \
+            f"{q.p}WPTR {g.read(q.p + 'WPTR')} after DOORBELL_BACKWARDS: the rejected value was taken"
+        expect_error(q, ih, "DOORBELL_BACKWARDS", "RING", 0, 4, 5)
+    w = g.read("SDMA_RB_WPTR")
+    g.write("SDMA_DOORBELL", w + 4 * 32 + 4)
+    g.idle("SDMA_STATUS")
+    assert g.read("SDMA_RB_WPTR") == w, "the SDMA took the value its DOORBELL_OVERFLOW rejected"
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, w + 4 * 32 + 4, (w // 4) % 32)
+    s.run(sdma("FENCE", DATA=6, **lo_hi("ADDR", OUT + 0x54, 2)))
+    g.write("SDMA_DOORBELL", 8)
+    g.idle("SDMA_STATUS")
+    assert g.read("SDMA_RB_WPTR") == 16, "the SDMA took the value its DOORBELL_BACKWARDS rejected"
+    expect_sdma_error(s, ih, "DOORBELL_BACKWARDS", "RING", 0, 8, 4)
+    assert P["WRITE_DATA"].index >= 0
+
+
+def check_ib_size_every_bit_up_to_the_largest(dev):
+    """IB_SIZE is 20 bits (packets.md): an IB of 2^b dwords for each b up to 19, and of
+    0xFFFFF, the largest, runs its first packets and a CHAIN that ends it (CHAIN: "the current
+    IB ends"), so a bit of IB_SIZE the CP dropped would make it IB_SIZE_ZERO or a packet past
+    the IB's end (BAD_COUNT); at IB2 as at IB1. A 5-dword WRITE_DATA fits in an IB of 0x10003
+    dwords, not in one of 3 (BAD_COUNT). The SDMA's IB_SIZE likewise, every bit: its IBs end
+    at an unknown packet, after their first packets ran."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    tail = write_data(OUT + 0x100, [0x7A11])
+    g.w32(IB1B, tail)
+    sizes = [1 << b for b in range(4, 20)] + [0xFFFFF]
+    for k, n in enumerate(sizes):
+        body = write_data(OUT + 4 * k, [n]) + ib(IB1B, len(tail), CHAIN=1)
+        g.w32(IB1, body)
+        g.w32(OUT + 0x100, [0])
+        st = ring.run(ib(IB1, n))
+        assert st["ERROR"] == 0, (n, ring.error_regs())
+        assert (g.r32(OUT + 4 * k), g.r32(OUT + 0x100)) == (n, 0x7A11), f"IB_SIZE {n:#x}"
+    # at IB2: the IB1 calls a 0xFFFFF-dword IB2 which chains
+    inner = write_data(OUT + 0x80, [0x22]) + ib(IB1B, len(tail), CHAIN=1)
+    g.w32(IB2, inner)
+    outer = ib(IB2, 0xFFFFF) + write_data(OUT + 0x84, [0x11])
+    g.w32(IB1, outer)
+    g.w32(OUT + 0x100, [0])
+    assert ring.run(ib(IB1, len(outer)))["ERROR"] == 0
+    assert (g.r32(OUT + 0x80, 2), g.r32(OUT + 0x100)) == ([0x22, 0x11], 0x7A11)
+    # the packet's fit is checked against every bit: 0x10003 holds a 5-dword WRITE_DATA ...
+    g.w32(IB1, write_data(OUT + 0x88, [0x88]) + ib(IB1B, len(tail), CHAIN=1))
+    assert ring.run(ib(IB1, 0x10003))["ERROR"] == 0 and g.r32(OUT + 0x88) == 0x88
+    # ... 3 does not.
+    ring.submit(ib(IB1, 3))
+    expect_error(ring, ih, "BAD_COUNT", "IB1", P["WRITE_DATA"].opcode, IB1, 0)
+    # The SDMA has no CHAIN: an IB of 2^b dwords whose third packet is an unknown one stops
+    # there, ILLEGAL_OPCODE at IB offset 8, after its FENCE ran and a 4-dword NOP was read; a
+    # dropped bit would be IB_SIZE_ZERO (or BAD_COUNT), and nothing past offset 8 is needed.
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    bad = [0x00000007]  # OP 7, SUB_OP 0: not in the table
+    for k, n in enumerate([1 << b for b in range(4, 20)] + [0xFFFFF]):
+        g.w32(IB2, sdma("FENCE", DATA=n, **lo_hi("ADDR", OUT + 0x200 + 4 * k, 2)) + sdma("NOP", [0] * 3, COUNT=3)
+              + bad)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB2, 5), IB_SIZE=n))
+        expect_sdma_error(s, ih, "ILLEGAL_OPCODE", "IB1", 7, IB2 + 32, 8)
+        assert g.r32(OUT + 0x200 + 4 * k) == n, f"SDMA IB_SIZE {n:#x}: the FENCE did not run"
+
+
+
+def check_count_fields_out_of_range(dev):
+    """Check 2 (COUNT matches the opcode) on its own: every fixed-size packet with each COUNT
+    from 0 to two past its own, the packet's dwords all inside the IB (so check 3 cannot be
+    what fails), is BAD_COUNT at its header, and its own COUNT runs; a WRITE_DATA with COUNT
+    0, 1 or 2 (no data dword) likewise. DMA_DATA's BYTE_COUNT is 26 bits: 2^20 + 1 and each
+    bit above 20 alone (2^21 ... 2^25) and all 26 bits set are DMA_BYTE_COUNT, not a transfer
+    of the bits the engine keeps."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    flag = OUT + 0x80
+    g.w32(flag, [1])
+    g.w32(IB1B, write_data(OUT + 0x84, [0x84]))
+    good = {"INDIRECT_BUFFER": ib(IB1B, 5), "WAIT_REG_MEM": wait_mem(flag, 1, 1, "EQ"),
+            "RELEASE_MEM": release_mem(OUT + 0x88, 0x88), "DMA_DATA": dma_data(OUT + 0x8C, 0x8C, 4, SRC_SEL="DATA")}
+    for name, pkt in good.items():
+        count = pkt[0] >> 16 & 0x3FFF
+        assert count == len(pkt) - 2 and count == P[name].fixed - 1, (name, count)
+        for c in range(count + 3):
+            g.w32(IB1, [pkt[0] & ~(0x3FFF << 16) | c << 16] + pkt[1:] + [0xFFFF1000] * 4)
+            ring.submit(ib(IB1, len(pkt) + 4))
+            if c == count:
+                assert g.idle()["ERROR"] == 0, (name, ring.error_regs())
+                continue
+            expect_error(ring, ih, "BAD_COUNT", "IB1", P[name].opcode, IB1, 0)
+    assert g.r32(OUT + 0x84, 3) == [0x84, 0x88, 0x8C]
+    wd = write_data(OUT + 0x90, [0x90])
+    for c in (0, 1, 2):
+        g.w32(IB1, [wd[0] & ~(0x3FFF << 16) | c << 16] + wd[1:] + [0xFFFF1000] * 4)
+        ring.submit(ib(IB1, 9))
+        expect_error(ring, ih, "BAD_COUNT", "IB1", P["WRITE_DATA"].opcode, IB1, 0)
+    assert g.r32(OUT + 0x90) == 0, "a WRITE_DATA without data wrote"
+    for n in [(1 << 20) + 1] + [1 << b for b in range(21, 26)] + [(1 << 26) - 1, (1 << 25) | 4]:
+        g.w32(OUT + 0x94, [0])
+        at = ring.wptr
+        ring.submit(dma_data(OUT + 0x94, 0x94, n, SRC_SEL="DATA", CP_SYNC=1))
+        expect_error(ring, ih, "DMA_BYTE_COUNT", "RING", P["DMA_DATA"].opcode, RING + 4 * at, at)
+        assert g.r32(OUT + 0x94) == 0, f"BYTE_COUNT {n:#x}: the fill wrote"
+
+
+
+# Address bits above the testbench memory's 64 MiB (hardware.md "Errors": it answers DECERR
+# past its end), up to the bus's 48th: an address with one of them set is beyond memory.
+# The first and last of them and those on each side of a register's split (a base's LO/HI at
+# bit 40, a write-back address's at 32): all 22 took 17 s on Icarus.
+HIGH_BITS = (26, 31, 32, 39, 40, 47)
+
+
+def check_ring_bases_and_write_back_addresses_reach_the_bus(dev):
+    """The address bits of a ring's base (>> 8: LO bits 39:8, HI bits 47:40) and of a
+    write-back address (LO bits 31:0, HI bits 47:32) reach the bus: with one bit above the
+    64 MiB of memory set (HIGH_BITS), queue 0's, queue 1's and the SDMA's first fetch is BUS_DECERR at
+    exactly that address (LEVEL RING, OPCODE 0, OFFSET 0), an IH entry's write is the
+    RELEASE_MEM's BUS_DECERR at the IH ring's address (IH_WPTR stays, no EOP), and a failing
+    rptr or IH wptr write-back is the packet's BUS_DECERR at the address written."""
+    g, ring, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    P = pm4_packets()
+    S = sdma_packets()
+
+    def reprogram(cntl, on, regs):
+        g.write(cntl, g.read(cntl) & ~on)
+        for name, v in regs:
+            g.write(name, v)
+        g.write(cntl, g.read(cntl) | on)
+
+    def base_regs(p, a):
+        return ((p + "BASE_LO", (a >> 8) & M32), (p + "BASE_HI", a >> 40))
+
+    def addr_regs(p, a):
+        return ((p + "ADDR_LO", a & M32), (p + "ADDR_HI", a >> 32))
+
+    en = g.value("RB_CNTL", ENABLE=1)
+    sen = g.value("SDMA_RB_CNTL", RB_ENABLE=1)
+    ien = g.value("IH_CNTL", ENABLE=1)
+    for bit in HIGH_BITS:
+        a = 1 << bit
+        for q, ring_base in ((ring, RING), (q1, RING1)):
+            reprogram(q.p + "CNTL", en, base_regs(q.p, a))
+            q.submit(write_data(OUT, [bit]))
+            expect_error(q, ih, "BUS_DECERR", "RING", 0, a, 0)
+            reprogram(q.p + "CNTL", en, base_regs(q.p, ring_base))
+            reprogram(q.p + "CNTL", en, addr_regs(q.p + "RPTR_", a | 0x40))
+            q.submit(write_data(OUT, [bit]))
+            expect_error(q, ih, "BUS_DECERR", "RING", P["WRITE_DATA"].opcode, a | 0x40, 0)
+            reprogram(q.p + "CNTL", en, addr_regs(q.p + "RPTR_", RPTR_WB if q is ring else RPTR1_WB))
+        reprogram("SDMA_RB_CNTL", sen, base_regs("SDMA_RB_", a))
+        s.submit(sdma("FENCE", DATA=bit, **lo_hi("ADDR", OUT, 2)))
+        expect_sdma_error(s, ih, "BUS_DECERR", "RING", 0, a, 0)
+        reprogram("SDMA_RB_CNTL", sen, base_regs("SDMA_RB_", SRING) + addr_regs("SDMA_RB_RPTR_", a | 0x80))
+        s.submit(sdma("FENCE", DATA=bit, **lo_hi("ADDR", OUT, 2)))
+        expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["FENCE"].opcode, a | 0x80, 0)
+        reprogram("SDMA_RB_CNTL", sen, addr_regs("SDMA_RB_RPTR_", SRPTR_WB))
+        assert g.r32(OUT) == bit
+        # the IH ring's base: the EOP entry cannot be written, nor the CP_ERROR entry
+        w = g.read("IH_WPTR")
+        reprogram("IH_CNTL", ien, base_regs("IH_", a))
+        ring.submit(release_mem(OUT + 4, bit, INT_SEL="SEND_INT"))
+        assert g.idle()["ERROR"] == 1
+        err, addr, off = ring.error_regs()
+        assert (err, addr, off) == ({"CODE": g.err["BUS_DECERR"], "LEVEL": 0, "OPCODE": P["RELEASE_MEM"].opcode},
+                                    a + w % ih.bytes, 0), (bit, err, hex(addr), off)
+        assert g.read("IH_WPTR") == w and g.fields("INT_STATUS")["EOP"] == 0 and g.r32(OUT + 4) == bit
+        reprogram("IH_CNTL", ien, base_regs("IH_", IH_BASE) + addr_regs("IH_WPTR_", a | 0xC0))
+        g.set("CP_QUEUE_RESET", Q0=1)
+        g.idle()
+        ring.wptr = 0
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+        # the IH wptr write-back: the EOP entry lands, its write-back fails
+        ring.submit(release_mem(OUT + 4, bit + 1, INT_SEL="SEND_INT"))
+        assert g.idle()["ERROR"] == 1
+        err, addr, off = ring.error_regs()
+        assert (err["CODE"], err["OPCODE"], addr) == (g.err["BUS_DECERR"], P["RELEASE_MEM"].opcode, a | 0xC0), \
+            (bit, err, hex(addr))
+        assert [ih.source(e) for e in ih.pop()] == ["EOP", "CP_ERROR"]
+        reprogram("IH_CNTL", ien, addr_regs("IH_WPTR_", IH_WB))
+        g.set("CP_QUEUE_RESET", Q0=1)
+        g.idle()
+        ring.wptr = 0
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1, EOP=1))
+    ring.run(write_data(OUT + 8, [0x88]))
+    assert g.r32(OUT + 8) == 0x88 and g.r32(RPTR_WB) == 5
+
+
+
+def check_packet_addresses_reach_the_bus(dev):
+    """Every address a packet names reaches the bus with its bits up to 47 (ADDR_HI's bits
+    47:32): with one bit above the 64 MiB of memory set (HIGH_BITS), each access is
+    BUS_DECERR at exactly that address, never a write or read of memory below it: the CP's
+    WRITE_DATA, WAIT_REG_MEM, RELEASE_MEM, DMA_DATA's source and destination and an
+    INDIRECT_BUFFER's fetch (LEVEL IB1, OPCODE 0: its header), and the SDMA's FENCE,
+    WRITE_LINEAR, POLL_REGMEM, COPY_LINEAR's two sides, CONSTANT_FILL and INDIRECT_BUFFER;
+    and the root directory of a translated VMID (VM_CONTEXT_PT_BASE_LO/HI) is read there: the
+    walk answers WALK_ERROR at level 0."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 8, SRPTR_WB)
+    P = pm4_packets()
+    S = sdma_packets()
+    src = OUT + 0x100
+    g.w32(src, [0x5A5A5A5A] * 4)
+    g.w32(OUT, [0] * 4)
+    for bit in HIGH_BITS:
+        a = 1 << bit
+        cp = ((write_data(a, [1]), "WRITE_DATA"), (wait_mem(a, 0, 0, "ALWAYS"), "WAIT_REG_MEM"),
+              (release_mem(a, 1), "RELEASE_MEM"), (dma_data(OUT, a, 16, CP_SYNC=1), "DMA_DATA"),
+              (dma_data(a, src, 16, CP_SYNC=1), "DMA_DATA"), (dma_data(a, 7, 16, SRC_SEL="DATA", CP_SYNC=1), "DMA_DATA"))
+        for pkt, name in cp:
+            ring.submit(pkt)
+            expect_error(ring, ih, "BUS_DECERR", "RING", P[name].opcode, a, 0)
+        ring.submit(ib(a, 8))
+        expect_error(ring, ih, "BUS_DECERR", "IB1", 0, a, 0)
+        sd = ((sdma("FENCE", DATA=1, **lo_hi("ADDR", a, 2)), "FENCE"),
+              (sdma("WRITE_LINEAR", [1, 2], COUNT=1, **lo_hi("DST_ADDR", a, 2)), "WRITE_LINEAR"),
+              (sdma("POLL_REGMEM", **lo_hi("ADDR", a, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="MEMORY",
+                    RETRY_COUNT=0xFFF, INTERVAL=1), "POLL_REGMEM"),
+              (sdma("COPY_LINEAR", COUNT=15, **lo_hi("SRC_ADDR", a), **lo_hi("DST_ADDR", OUT)), "COPY_LINEAR"),
+              (sdma("COPY_LINEAR", COUNT=15, **lo_hi("SRC_ADDR", src), **lo_hi("DST_ADDR", a)), "COPY_LINEAR"),
+              (sdma("CONSTANT_FILL", SRC_DATA=7, COUNT=15, **lo_hi("DST_ADDR", a)), "CONSTANT_FILL"))
+        for pkt, name in sd:
+            s.submit(pkt)
+            expect_sdma_error(s, ih, "BUS_DECERR", "RING", S[name].opcode, a, 0)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", a, 5), IB_SIZE=8))
+        expect_sdma_error(s, ih, "BUS_DECERR", "IB1", 0, a, 0)
+        assert g.r32(OUT, 4) == [0] * 4, f"bit {bit}: an access went below memory's end"
+        # the root directory of VMID 1 beyond memory: WALK_ERROR at level 0
+        g.write("VM_CONTEXT_PT_BASE_LO", a & M32 & ~0xFFF, 1)
+        g.write("VM_CONTEXT_PT_BASE_HI", a >> 32, 1)
+        g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+        g.set("VM_INVALIDATE_REQ", PER_VMID=2, ALL_ADDR=1)
+        g.until(lambda: g.read("VM_INVALIDATE_ACK") == 2, "VM_INVALIDATE_ACK = VMID 1")
+        ring.submit(ib(0x10_0000, 4, VMID=1))  # the IB's first fetch walks VMID 1's tables
+        (e,) = expect_error(ring, ih, "VM_FAULT", "IB1", 0, 0x10_0000, 0)
+        assert ih.source(e) == "VM_FAULT" and e["DATA2"] == g.value("VM_FAULT_STATUS", VMID=1, ACCESS=2, LEVEL=0,
+                                                                     CAUSE=3), (bit, e)
+        g.set("VM_CONTEXT_CNTL", 1, ENABLE=0)
+
+
+CHECKS = [check_every_register_reads_its_reset_value, check_read_only_registers_ignore_whole_writes,
+          check_doorbells_that_move_nothing_and_rejected_ones, check_ib_size_every_bit_up_to_the_largest,
+          check_count_fields_out_of_range, check_ring_bases_and_write_back_addresses_reach_the_bus,
+          check_packet_addresses_reach_the_bus]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
+def test_contract_on_the_model(check):
+    from testbench.refmodel import RefModel
+
+    check(RefModel())
