@@ -148,6 +148,69 @@ def check_read_only_registers_ignore_whole_writes(dev):
         (0, 0, 0, 0)
 
 
+
+def check_soft_reset_returns_the_hardware_registers_to_their_reset_state(dev):
+    """CONTROL.SOFT_RESET ("a clean idle state": rptr = wptr = 0, IH_WPTR = 0, error latches
+    cleared) taken while every queue is inside an IB (queue 0 at IB2, queue 1 and the SDMA at
+    IB1, each polling: LEVEL and WAITING set), and again while each is stopped by an error (a
+    VM fault on queue 0: VM_FAULT_* set): once the three IDLE bits read 1, every register the
+    hardware drives reads as after reset (_state_after_reset: STATUS IDLE and RB_EMPTY alone,
+    LEVEL RING), but for what hardware.md says outlives it: the counters (PERF_CLEAR only),
+    TIMESTAMP, VM_INVALIDATE_ACK (the MMU is not reset) and INT_STATUS's sticky bits."""
+    from tests.model.contract.contract_driver import PA_CODE, VA_CODE, VA_HOLE, map_vmid1
+
+    g, ring, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    want = _state_after_reset(g)
+    kept = [n for n in want if n.startswith("PERF_") or n in ("VM_INVALIDATE_ACK", "INT_STATUS")]
+    flag = OUT + 0x40
+    regs = registers()
+
+    def compare(when):
+        bad = {f"{n}[{i}]": hex(g.read(n, i)) for n in want if n not in kept for i in range(regs[n].count)
+               if g.read(n, i) != want[n]}
+        assert not bad, f"after SOFT_RESET {when}, expected as after reset: {bad}"
+
+    def soft_reset(when):
+        g.set("CONTROL", SOFT_RESET=1)
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        compare(when)
+        g.write("IH_RPTR", 0)
+        ih.rptr = 0
+        ring.wptr = q1.wptr = s.wptr = 0
+        g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+
+    g.w32(flag, [0])
+    g.w32(IB2, wait_mem(flag, 1, 1, "EQ"))
+    g.w32(IB1, [0xFFFF1000] + ib(IB2, 7))
+    g.w32(IB1B, [0xFFFF1000] + wait_mem(flag, 1, 1, "EQ"))
+    g.w32(IB1B + 0x100, sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=1, FUNC="EQ", MEM_POLL="MEMORY",
+                             RETRY_COUNT=0xFFF, INTERVAL=1))
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    ring.submit(release_mem(OUT, 1, INT_SEL="SEND_INT"), ib(IB1, 5))
+    q1.submit(write_data(OUT + 4, [2]), ib(IB1B, 8))
+    s.submit(sdma("TRAP", INT_CONTEXT=3), sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", IB1B + 0x100, 5), IB_SIZE=6))
+    for st, level in (("STATUS", "IB2"), ("CP_HQD1_STATUS", "IB1"), ("SDMA_STATUS", "IB1")):
+        f = g.waiting(st)
+        assert f["LEVEL"] == g.level[level], (st, f)
+    assert g.read("IH_WPTR") == 64
+    soft_reset("while the three queues poll inside IBs")
+    # each queue stopped by an error, queue 0's a VM fault
+    map_vmid1(g)
+    g.w32(PA_CODE, [0xFFFF1000] + write_data(VA_HOLE, [9]))
+    ring.submit(ib(VA_CODE, 6, VMID=1))
+    q1.submit([0xFFFF1000], [0xC000FF00, 0])
+    s.submit([0], sdma("FENCE", DATA=3, **lo_hi("ADDR", 1 << 40, 2)))
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        assert g.idle(st)["ERROR"] == 1, st
+    assert g.read("VM_FAULT_STATUS") and g.read("VM_FAULT_ADDR_LO") == VA_HOLE
+    g.until(lambda: g.read("IH_WPTR") == 96, "the three error entries")
+    soft_reset("while the three queues are stopped by errors")
+    ring.run(write_data(OUT + 8, [0x88]))
+    assert g.r32(OUT + 8) == 0x88
+
 def check_doorbells_that_move_nothing_and_rejected_ones(dev):
     """A doorbell of the value RB_WPTR already holds (v = wptr) is no error and moves
     nothing, on an idle ring (v = rptr = wptr: nothing is fetched, the queue stays IDLE) and
@@ -441,10 +504,110 @@ def check_packet_addresses_reach_the_bus(dev):
         g.set("VM_CONTEXT_CNTL", 1, ENABLE=0)
 
 
+
+def check_rings_resized_and_moved_while_disabled_keep_their_pointers(dev):
+    """A ring's base and size are written while its enable is clear, and nothing else is
+    reset (hardware.md, Ring and doorbell): queue 0, queue 1 and the SDMA ring, their
+    pointers at 40 dwords in a ring of 64, disabled, moved and shrunk to 16 dwords, enabled
+    again, run their next packets from the new base + 4·(i mod 16) (RB_RPTR and RB_WPTR
+    kept, dword i of the ring at (i mod size)), and the doorbell's overflow check uses the
+    new size at once (more than 16 dwords ahead of rptr: DOORBELL_OVERFLOW, OFFSET rptr mod
+    16)."""
+    g, ring, ih = bring_up(dev, ring_log2=6)
+    q1 = Ring(g, RING1, 6, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    ring.run(*[pm4("NOP", [0] * 3)] * 10)
+    q1.run(*[pm4("NOP", [0] * 3)] * 10)
+    s.run(*[sdma("NOP", [0] * 3, COUNT=3)] * 10)
+    assert (g.read("RB_RPTR"), g.read("CP_HQD1_RB_RPTR"), g.read("SDMA_RB_RPTR")) == (40, 40, 160)
+    new = {ring: RING + 0x2000, q1: RING1 + 0x2000}
+    for q in (ring, q1):
+        g.set(q.p + "CNTL", ENABLE=0, RPTR_WB=1)
+        g.write(q.p + "BASE_LO", new[q] >> 8)
+        g.set(q.p + "SIZE", LOG2_QWORDS=3)
+        g.set(q.p + "CNTL", ENABLE=1, RPTR_WB=1)
+        q.base, q.size = new[q], 16
+        g.w32(q.base, [0xC000FF00] * 16)  # anything fetched from elsewhere in the ring fails
+    g.set("SDMA_RB_CNTL", RB_SIZE=6, RB_ENABLE=0, RPTR_WRITEBACK_ENABLE=1)
+    g.write("SDMA_RB_BASE_LO", (SRING + 0x2000) >> 8)
+    g.set("SDMA_RB_CNTL", RB_SIZE=4, RB_ENABLE=1, RPTR_WRITEBACK_ENABLE=1)
+    s.base, s.size = SRING + 0x2000, 16
+    g.w32(s.base, [0x00000007] * 16)
+    for k, q in enumerate((ring, q1)):
+        # dwords 40..49: at offsets 8..15 and 0..1 of the 16-dword ring
+        q.run(write_data(OUT + 8 * k, [0x10 + k]), write_data(OUT + 8 * k + 4, [0x20 + k]))
+        assert g.r32(OUT + 8 * k, 2) == [0x10 + k, 0x20 + k], q.p
+        assert (g.read(q.p + "RPTR"), g.read(q.p + "WPTR"), g.r32(RPTR_WB if k == 0 else RPTR1_WB)) == (50,) * 3
+        q.doorbell(50 + 17)
+        expect_error(q, ih, "DOORBELL_OVERFLOW", "RING", 0, 67, 50 % 16)
+    s.run(sdma("FENCE", DATA=0x30, **lo_hi("ADDR", OUT + 0x10, 2)), sdma("FENCE", DATA=0x31, **lo_hi("ADDR", OUT + 0x14, 2)),
+          sdma("FENCE", DATA=0x32, **lo_hi("ADDR", OUT + 0x18, 2)))
+    assert g.r32(OUT + 0x10, 3) == [0x30, 0x31, 0x32]
+    assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR"), g.r32(SRPTR_WB)) == (160 + 48,) * 3
+    g.write("SDMA_DOORBELL", 208 + 4 * 16 + 4)
+    expect_sdma_error(s, ih, "DOORBELL_OVERFLOW", "RING", 0, 208 + 68, (208 // 4) % 16)
+
+
+# Opcodes no packet of packets.md has: each side of every implemented one, the ends, and
+# gfx9 packets a driver ported from amdgpu or Mesa might send (CLEAR_STATE 0x12, COND_EXEC
+# 0x22, CONTEXT_CONTROL 0x28, DRAW_INDEX_AUTO 0x2D, INDIRECT_BUFFER_CONST 0x33, COPY_DATA 0x40,
+# PFP_SYNC_ME 0x42, EVENT_WRITE 0x46, ACQUIRE_MEM 0x58, SET_SH_REG 0x76, SET_UCONFIG_REG 0x79).
+UNKNOWN_OPCODES = (0x00, 0x01, 0x0F, 0x11, 0x12, 0x22, 0x28, 0x2D, 0x33, 0x36, 0x38, 0x3B, 0x3D, 0x3E, 0x40,
+                   0x42, 0x46, 0x48, 0x4A, 0x4F, 0x51, 0x58, 0x76, 0x79, 0x7F, 0x80, 0xFE, 0xFF)
+
+
+def check_every_header_type_and_unknown_opcodes(dev):
+    """packets.md's header: a type-0 or type-1 dword is ILLEGAL_OPCODE with OPCODE 0 whatever
+    its bits 15:8 hold (an implemented opcode's too), a type-2 dword with any PAD is a
+    one-dword NOP, a type-3 header with reserved bits 7:2 set runs as without them; every
+    opcode of UNKNOWN_OPCODES is ILLEGAL_OPCODE with that OPCODE, whatever its COUNT, in the
+    ring and in an IB. The SDMA's (OP, SUB_OP) pairs not in its table (an implemented OP with
+    another SUB_OP too) are ILLEGAL_OPCODE with that OP and SUB_OP in SDMA_ERROR."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    assert not set(UNKNOWN_OPCODES) & {p.opcode for p in P.values()}
+    wd = P["WRITE_DATA"].opcode
+    for hdr in (0x0000_0000, 0x0003_3700, 0x3FFF_FFFF, 0x4000_0000, 0x4003_3700 | wd << 8, 0x7FFF_FFFF,
+                0x4000_1000):
+        ring.submit(pm4("NOP", [0]), [hdr, 0, 0, 0, 0])
+        expect_error(ring, ih, "ILLEGAL_OPCODE", "RING", 0, RING + 8, 2)
+    for pad in (0x8000_0000, 0xBFFF_FFFF, 0x8003_3700 | wd << 8):
+        p = write_data(OUT, [pad & 0xFF])
+        ring.run([pad], [p[0] | 0xFC] + p[1:])  # a type-2 pad, then a WRITE_DATA with reserved header bits set
+        assert g.fields("STATUS")["ERROR"] == 0 and g.r32(OUT) == pad & 0xFF, hex(pad)
+    assert g.read("PERF_PACKETS", P["NOP"].index) == 7 + 3, "the 7 NOPs before the illegal headers and 3 pads"
+    for k, op in enumerate(UNKNOWN_OPCODES):
+        count = (0, 1, 5, 0x3FFF)[k % 4]
+        hdr = 0xC000_0000 | count << 16 | op << 8
+        if k % 2:
+            ring.submit([hdr, 0])
+            expect_error(ring, ih, "ILLEGAL_OPCODE", "RING", op, RING, 0)
+        else:
+            g.w32(IB1, [0xFFFF1000, hdr, 0])
+            ring.submit(ib(IB1, 3))
+            expect_error(ring, ih, "ILLEGAL_OPCODE", "IB1", op, IB1 + 4, 1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    known = {(q.opcode, q.sub_op) for q in sdma_packets().values()}
+    pairs = [(op, sub) for op in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 0x7F, 0xFF) for sub in (0, 1, 0xFF)
+             if (op, sub) not in known]
+    assert len(pairs) == 16 * 3 - len(known)
+    for k, (op, sub) in enumerate(pairs):
+        s.submit([0] * (k % 2), [sub << 8 | op] + [0] * 8)
+        st = g.idle("SDMA_STATUS")
+        err = g.fields("SDMA_ERROR")
+        assert (st["ERROR"], err["CODE"], err["OP"], err["SUB_OP"], g.read("SDMA_ERROR_OFFSET")) == \
+            (1, g.err["ILLEGAL_OPCODE"], op, sub, k % 2), (op, sub, err)
+        g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+        g.set("SDMA_CNTL", QUEUE_RESET=1)
+        g.idle("SDMA_STATUS")
+        s.wptr = 0
+
 CHECKS = [check_every_register_reads_its_reset_value, check_read_only_registers_ignore_whole_writes,
+          check_soft_reset_returns_the_hardware_registers_to_their_reset_state,
           check_doorbells_that_move_nothing_and_rejected_ones, check_ib_size_every_bit_up_to_the_largest,
           check_count_fields_out_of_range, check_ring_bases_and_write_back_addresses_reach_the_bus,
-          check_packet_addresses_reach_the_bus]
+          check_packet_addresses_reach_the_bus, check_rings_resized_and_moved_while_disabled_keep_their_pointers,
+          check_every_header_type_and_unknown_opcodes]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
