@@ -627,7 +627,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_GET(v) (((v) & GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_MASK) >> GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SHIFT)
 #define GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SHIFT) & GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_MASK)
 
-/* VM_INVALIDATE_ACK: TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then */
+/* VM_INVALIDATE_ACK: TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then. Reads 0 after reset (no request has been made), and CONTROL.SOFT_RESET leaves it (the MMU is not reset): a driver waits for a bit only after writing a request that names it */
 #define GPUCOSIM_VM_INVALIDATE_ACK               0x210u
 #define GPUCOSIM_VM_INVALIDATE_ACK_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SHIFT 0  /* [15:0] R */

@@ -490,7 +490,7 @@ class VM_INVALIDATE_ADDR_HI(Register):
 
 
 class VM_INVALIDATE_ACK(Register):
-    """TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then."""
+    """TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then. Reads 0 after reset (no request has been made), and CONTROL.SOFT_RESET leaves it (the MMU is not reset): a driver waits for a bit only after writing a request that names it."""
     NAME = "VM_INVALIDATE_ACK"
     ADDR = 0x210
     RESET = 0x00000000

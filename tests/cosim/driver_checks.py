@@ -327,7 +327,10 @@ ICARUS_SECONDS = {
     "contract_control__check_ib_size_every_bit_up_to_the_largest": 2.72,
     "contract_control__check_count_fields_out_of_range": 2.67,
     "contract_control__check_ring_bases_and_write_back_addresses_reach_the_bus": 8.60,
-    "contract_control__check_packet_addresses_reach_the_bus": 8.0,
+    "contract_control__check_packet_addresses_reach_the_bus": 10.31,
+    "contract_control__check_soft_reset_returns_the_hardware_registers_to_their_reset_state": 0.87,
+    "contract_control__check_rings_resized_and_moved_while_disabled_keep_their_pointers": 0.50,
+    "contract_control__check_every_header_type_and_unknown_opcodes": 1.85,
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,

@@ -156,7 +156,8 @@ def check_soft_reset_returns_the_hardware_registers_to_their_reset_state(dev):
     VM fault on queue 0: VM_FAULT_* set): once the three IDLE bits read 1, every register the
     hardware drives reads as after reset (_state_after_reset: STATUS IDLE and RB_EMPTY alone,
     LEVEL RING), but for what hardware.md says outlives it: the counters (PERF_CLEAR only),
-    TIMESTAMP, VM_INVALIDATE_ACK (the MMU is not reset) and INT_STATUS's sticky bits."""
+    TIMESTAMP, VM_INVALIDATE_ACK (the MMU is not reset: it keeps the last request's VMIDs)
+    and INT_STATUS's sticky bits."""
     from tests.model.contract.contract_driver import PA_CODE, VA_CODE, VA_HOLE, map_vmid1
 
     g, ring, ih = bring_up(dev)
@@ -173,10 +174,13 @@ def check_soft_reset_returns_the_hardware_registers_to_their_reset_state(dev):
         assert not bad, f"after SOFT_RESET {when}, expected as after reset: {bad}"
 
     def soft_reset(when):
+        ack = g.read("VM_INVALIDATE_ACK")
+        assert ack
         g.set("CONTROL", SOFT_RESET=1)
         for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
             g.idle(st)
         compare(when)
+        assert g.read("VM_INVALIDATE_ACK") == ack, "CONTROL.SOFT_RESET changed VM_INVALIDATE_ACK"
         g.write("IH_RPTR", 0)
         ih.rptr = 0
         ring.wptr = q1.wptr = s.wptr = 0
@@ -196,6 +200,8 @@ def check_soft_reset_returns_the_hardware_registers_to_their_reset_state(dev):
         f = g.waiting(st)
         assert f["LEVEL"] == g.level[level], (st, f)
     assert g.read("IH_WPTR") == 64
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0x30, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0x30, "VM_INVALIDATE_ACK = VMIDs 4 and 5")
     soft_reset("while the three queues poll inside IBs")
     # each queue stopped by an error, queue 0's a VM fault
     map_vmid1(g)
@@ -562,7 +568,9 @@ def check_every_header_type_and_unknown_opcodes(dev):
     one-dword NOP, a type-3 header with reserved bits 7:2 set runs as without them; every
     opcode of UNKNOWN_OPCODES is ILLEGAL_OPCODE with that OPCODE, whatever its COUNT, in the
     ring and in an IB. The SDMA's (OP, SUB_OP) pairs not in its table (an implemented OP with
-    another SUB_OP too) are ILLEGAL_OPCODE with that OP and SUB_OP in SDMA_ERROR."""
+    another SUB_OP too) are ILLEGAL_OPCODE with that OP and SUB_OP in SDMA_ERROR; a TRAP with
+    every reserved bit set (its header's 31:16, its dword's 31:28) runs, its entry's DATA0 the
+    28-bit INT_CONTEXT alone."""
     g, ring, ih = bring_up(dev)
     P = pm4_packets()
     assert not set(UNKNOWN_OPCODES) & {p.opcode for p in P.values()}
@@ -598,9 +606,15 @@ def check_every_header_type_and_unknown_opcodes(dev):
         assert (st["ERROR"], err["CODE"], err["OP"], err["SUB_OP"], g.read("SDMA_ERROR_OFFSET")) == \
             (1, g.err["ILLEGAL_OPCODE"], op, sub, k % 2), (op, sub, err)
         g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
-        g.set("SDMA_CNTL", QUEUE_RESET=1)
+        g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
         g.idle("SDMA_STATUS")
         s.wptr = 0
+    # reserved bits are ignored, in the header and beside a field: a TRAP's entry carries its
+    # INT_CONTEXT (bits 27:0) alone
+    t = sdma("TRAP", INT_CONTEXT=0xABC_DEF1)
+    assert s.run([t[0] | 0xFFFF_0000, t[1] | 0xF000_0000])["ERROR"] == 0
+    (e,) = g.until(lambda: ih.pop() or None, "the TRAP's entry")
+    assert (ih.source(e), e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == ("SDMA_TRAP", 0xABC_DEF1, 0, 0, 0), e
 
 CHECKS = [check_every_register_reads_its_reset_value, check_read_only_registers_ignore_whole_writes,
           check_soft_reset_returns_the_hardware_registers_to_their_reset_state,
