@@ -22,6 +22,7 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "model.contract.test_contract_vm", "model.contract.control.test_contract_resets",
            "model.contract.control.test_contract_halts", "model.contract.control.test_contract_rings",
            "model.contract.control.test_contract_ih_ring", "model.contract.control.test_contract_edges",
+           "model.contract.engines.test_contract_packet_edges",
            "model.contract.test_contract_bare_metal",
            "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
            "kmd.uapi.test_kmd_uapi_contract_cs")
@@ -47,7 +48,8 @@ SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "
          "test_contract_cp_queues": "contract_engines", "test_contract_both_engines": "contract_engines",
          "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
          "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control",
-         "test_contract_edges": "contract_control"}
+         "test_contract_edges": "contract_control",
+         "test_contract_packet_edges": "contract_engines"}
 
 
 def _group(mod_name: str) -> str:
@@ -324,13 +326,13 @@ ICARUS_SECONDS = {
     "contract_control__check_every_register_reads_its_reset_value": 0.51,
     "contract_control__check_read_only_registers_ignore_whole_writes": 0.74,
     "contract_control__check_doorbells_that_move_nothing_and_rejected_ones": 1.46,
-    "contract_control__check_ib_size_every_bit_up_to_the_largest": 2.72,
-    "contract_control__check_count_fields_out_of_range": 2.67,
+    "contract_engines__check_ib_size_every_bit_up_to_the_largest": 2.72,
+    "contract_engines__check_count_fields_out_of_range": 2.67,
     "contract_control__check_ring_bases_and_write_back_addresses_reach_the_bus": 8.60,
-    "contract_control__check_packet_addresses_reach_the_bus": 10.31,
+    "contract_engines__check_packet_addresses_reach_the_bus": 10.31,
     "contract_control__check_soft_reset_returns_the_hardware_registers_to_their_reset_state": 0.87,
     "contract_control__check_rings_resized_and_moved_while_disabled_keep_their_pointers": 0.50,
-    "contract_control__check_every_header_type_and_unknown_opcodes": 1.85,
+    "contract_engines__check_every_header_type_and_unknown_opcodes": 1.85,
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,
