@@ -417,10 +417,56 @@ def check_rings_resized_and_moved_while_disabled_keep_their_pointers(dev):
 
 
 
+
+def check_every_vmid_has_its_own_tables(dev):
+    """VM_CONTEXT_CNTL[i], VM_CONTEXT_PT_BASE_LO/HI[i] are VMID i's, for each of the 16: the
+    same IB code (one physical page) run by an INDIRECT_BUFFER of each VMID 1 … 15 writes
+    the page that VMID's own tables map; a VMID whose ENABLE is clear writes the physical
+    address; a fault names its VMID in VM_FAULT_STATUS and in the entry (VMID, DATA2); an
+    invalidation of every VMID's every address lets each see its remapped page."""
+    from tests.model.contract.contract_driver import VALID, EXECUTABLE, READABLE, WRITEABLE
+
+    g, ring, ih = bring_up(dev)
+    tables, code, va_code, va_out, va_hole = 0x200000, 0x300000, 0x100000, 0x101000, 0x103000
+    out = lambda v, k=0: 0x400000 + 0x2000 * v + 0x1000 * k  # noqa: E731
+    g.w32(code, write_data(va_out + 0x10, [0xA0]))
+    for v in range(1, 16):
+        root, pt = tables + 0x2000 * v, tables + 0x2000 * v + 0x1000
+        g.w64(root + 8 * (va_code >> 21), pt | VALID)
+        g.w64(pt + 8 * (va_code >> 12 & 511), code | VALID | EXECUTABLE | READABLE)
+        g.w64(pt + 8 * (va_out >> 12 & 511), out(v) | VALID | WRITEABLE | READABLE)
+        g.write("VM_CONTEXT_PT_BASE_LO", root, v)
+        g.write("VM_CONTEXT_PT_BASE_HI", 0, v)
+        g.set("VM_CONTEXT_CNTL", v, ENABLE=v % 5 != 0)  # VMIDs 5, 10 and 15 untranslated
+    g.w32(va_out + 0x10, [0])
+    g.w32(va_code, write_data(va_out + 0x10, [0xA0]))  # what an untranslated VMID runs
+    for v in range(1, 16):
+        g.w32(code + 16, [v])  # the WRITE_DATA's data dword
+        g.w32(va_code + 16, [v])
+        assert ring.run(ib(va_code, 5, VMID=v))["ERROR"] == 0, (v, ring.error_regs())
+        if v % 5:
+            assert g.r32(out(v) + 0x10) == v, f"VMID {v} did not write through its own tables"
+        else:
+            assert g.r32(va_out + 0x10) == v, f"VMID {v}, untranslated, did not write the physical address"
+    for v in (1, 7, 14):  # a fault names its VMID
+        g.w32(code + 20, write_data(va_hole, [1]))
+        ring.submit(ib(va_code + 20, 5, VMID=v))
+        (e,) = expect_error(ring, ih, "VM_FAULT", "IB1", pm4_packets()["WRITE_DATA"].opcode, va_hole, 0)
+        assert (e["VMID"], e["DATA2"] & 0xF) == (v, v), (v, e)
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    for v in range(1, 16):  # remapped, then one invalidation of every VMID's every address
+        g.w64(tables + 0x2000 * v + 0x1000 + 8 * (va_out >> 12 & 511), out(v, 1) | VALID | WRITEABLE)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0xFFFF, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0xFFFF, "VM_INVALIDATE_ACK = every VMID")
+    for v in [v for v in range(1, 16) if v % 5]:
+        g.w32(code + 16, [0x100 + v])
+        assert ring.run(ib(va_code, 5, VMID=v))["ERROR"] == 0, (v, ring.error_regs())
+        assert (g.r32(out(v) + 0x10), g.r32(out(v, 1) + 0x10)) == (v, 0x100 + v), f"VMID {v} after the remap"
+
 CHECKS = [check_every_register_reads_its_reset_value, check_read_only_registers_ignore_whole_writes,
           check_soft_reset_returns_the_hardware_registers_to_their_reset_state,
           check_doorbells_that_move_nothing_and_rejected_ones, check_ring_bases_and_write_back_addresses_reach_the_bus,
-          check_rings_resized_and_moved_while_disabled_keep_their_pointers]
+          check_rings_resized_and_moved_while_disabled_keep_their_pointers, check_every_vmid_has_its_own_tables]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

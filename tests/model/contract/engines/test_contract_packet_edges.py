@@ -223,8 +223,51 @@ def check_every_header_type_and_unknown_opcodes(dev):
     assert (ih.source(e), e["DATA0"], e["DATA1"], e["DATA2"], e["DATA3"]) == ("SDMA_TRAP", 0xABC_DEF1, 0, 0, 0), e
 
 
+
+def check_a_packet_whose_payload_cannot_be_fetched_is_not_counted(dev):
+    """PERF_PACKETS counts a packet "when it passes its checks and starts executing": one
+    whose header was read but whose fixed payload runs into memory's end (DECERR at the first
+    dword past it, OPCODE the packet's, OFFSET its header's) never did, every kind, and a NOP
+    is counted only once every dword it skips is read (one failing at its first or its last
+    payload dword is not); a WRITE_DATA whose fixed payload was read and whose
+    data dword fails is counted (counted as it starts, whatever its data's fetch then
+    meets). The SDMA's likewise in PERF_SDMA_PACKETS (its burst NOP, a FENCE, a
+    COPY_LINEAR, and a WRITE_LINEAR, counted only once its last data dword is read)."""
+    g, ring, ih = bring_up(dev)
+    P, S = pm4_packets(), sdma_packets()
+    end = 64 << 20  # the testbench memory's end: DECERR from there on
+
+    def counted(reg, table):
+        return {k: g.read(reg, table[k].index) for k in table if g.read(reg, table[k].index)}
+
+    cases = [(write_data(OUT, [1])[:2], "WRITE_DATA", {}), (write_data(OUT, [1])[:4], "WRITE_DATA", {"WRITE_DATA": 1}),
+             (pm4("NOP", [0, 0])[:1], "NOP", {}), (pm4("NOP", [0] * 8)[:8], "NOP", {}),
+             (ib(IB1, 4)[:2], "INDIRECT_BUFFER", {}),
+             (wait_mem(OUT, 0, 0, "ALWAYS")[:3], "WAIT_REG_MEM", {}), (release_mem(OUT, 1)[:7], "RELEASE_MEM", {}),
+             (dma_data(OUT, OUT + 0x100, 4)[:6], "DMA_DATA", {})]
+    for words, name, want in cases:
+        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+        base = end - 4 * len(words)
+        g.w32(base, words)
+        ring.submit(ib(base, 12))
+        expect_error(ring, ih, "BUS_DECERR", "IB1", P[name].opcode, end, 0)
+        assert counted("PERF_PACKETS", P) == {"INDIRECT_BUFFER": 1, **want}, (name, len(words))
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    cases = [(sdma("NOP", [0, 0], COUNT=2)[:1], "NOP"), (sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2))[:2], "FENCE"),
+             (sdma("WRITE_LINEAR", [1], COUNT=0, **lo_hi("DST_ADDR", OUT, 2))[:4], "WRITE_LINEAR"),
+             (sdma("COPY_LINEAR", COUNT=3, **lo_hi("SRC_ADDR", OUT), **lo_hi("DST_ADDR", OUT + 64))[:6], "COPY_LINEAR")]
+    for words, name in cases:
+        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+        pads = 8 - len(words)  # one-dword NOPs from a 32-byte aligned IB base up to the packet
+        g.w32(end - 32, [0] * pads + words)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", end - 32, 5), IB_SIZE=12))
+        expect_sdma_error(s, ih, "BUS_DECERR", "IB1", S[name].opcode, end, pads)
+        assert counted("PERF_SDMA_PACKETS", S) == {"INDIRECT_BUFFER": 1, "NOP": pads}, name
+
 CHECKS = [check_ib_size_every_bit_up_to_the_largest, check_count_fields_out_of_range,
-          check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes]
+          check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes,
+          check_a_packet_whose_payload_cannot_be_fetched_is_not_counted]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
