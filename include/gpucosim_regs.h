@@ -959,7 +959,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_MASK)
 
-/* PERF_SDMA_BYTES_READ: SDMA bytes read. Bytes COPY_LINEAR read */
+/* PERF_SDMA_BYTES_READ: SDMA bytes read. Bytes COPY_LINEAR read, in whole bus beats as PERF_DMA_BYTES_READ counts them: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8. Only the copy engine's reads: a POLL_REGMEM's are not counted, nor the ring's and IBs' dwords (PERF_SDMA_DWORDS_FETCHED) */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ            0x448u
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_RESET      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT 0  /* [31:0] R */
@@ -968,7 +968,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK)
 
-/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote */
+/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN         0x44cu
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_RESET   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */

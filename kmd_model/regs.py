@@ -755,7 +755,7 @@ class PERF_SDMA_DWORDS_FETCHED(Register):
 
 
 class PERF_SDMA_BYTES_READ(Register):
-    """SDMA bytes read. Bytes COPY_LINEAR read."""
+    """SDMA bytes read. Bytes COPY_LINEAR read, in whole bus beats as PERF_DMA_BYTES_READ counts them: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8. Only the copy engine's reads: a POLL_REGMEM's are not counted, nor the ring's and IBs' dwords (PERF_SDMA_DWORDS_FETCHED)."""
     NAME = "PERF_SDMA_BYTES_READ"
     ADDR = 0x448
     RESET = 0x00000000
@@ -764,7 +764,7 @@ class PERF_SDMA_BYTES_READ(Register):
 
 
 class PERF_SDMA_BYTES_WRITTEN(Register):
-    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote."""
+    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted."""
     NAME = "PERF_SDMA_BYTES_WRITTEN"
     ADDR = 0x44c
     RESET = 0x00000000

@@ -265,9 +265,70 @@ def check_a_packet_whose_payload_cannot_be_fetched_is_not_counted(dev):
         expect_sdma_error(s, ih, "BUS_DECERR", "IB1", S[name].opcode, end, pads)
         assert counted("PERF_SDMA_PACKETS", S) == {"INDIRECT_BUFFER": 1, "NOP": pads}, name
 
+
+def check_errors_inside_a_chained_ib(dev):
+    """A CHAIN's IB replaces the current one at its level: a packet in it is checked against
+    the new IB's IB_SIZE (not what was left of the old), and an error in it names the new IB:
+    OFFSET from its start, ADDR in it, LEVEL the level it runs at (IB1 chained from IB1, IB2
+    from IB2); a fetch past memory's end in it is BUS_DECERR at that dword, OPCODE 0; while a
+    chained IB waits, STATUS.LEVEL is its level and RB_RPTR still names the ring's packet."""
+    g, ring, ih = bring_up(dev)
+    P = pm4_packets()
+    wd = write_data(OUT, [0x77])
+    g.w32(IB1B, [0xFFFF1000] + wd)
+    g.w32(IB1, pm4("NOP", [0]) + ib(IB1B, 6, CHAIN=1))
+    assert ring.run(ib(IB1, 100))["ERROR"] == 0 and g.r32(OUT) == 0x77  # fits exactly
+    g.w32(IB1, pm4("NOP", [0]) + ib(IB1B, 5, CHAIN=1))  # one dword short: BAD_COUNT in IB1B
+    ring.submit(ib(IB1, 100))
+    expect_error(ring, ih, "BAD_COUNT", "IB1", P["WRITE_DATA"].opcode, IB1B + 4, 1)
+    g.w32(IB1B, [0xFFFF1000, 0x8000_0000, 0xC000_2A00, 0])  # opcode 0x2A at offset 2
+    g.w32(IB2, pm4("NOP", [0]) + ib(IB1B, 4, CHAIN=1))
+    g.w32(IB1, ib(IB2, 6))
+    ring.submit(pm4("NOP", [0]), ib(IB1, 4))
+    expect_error(ring, ih, "ILLEGAL_OPCODE", "IB2", 0x2A, IB1B + 8, 2)
+    end = 64 << 20
+    g.w32(end - 4, [0xFFFF1000])
+    g.w32(IB1, pm4("NOP", [0]) + ib(end - 4, 4, CHAIN=1))
+    ring.submit(ib(IB1, 6))
+    expect_error(ring, ih, "BUS_DECERR", "IB1", 0, end, 1)
+    flag = OUT + 0x40
+    g.w32(flag, [0])
+    g.w32(IB1B, [0xFFFF1000] + wait_mem(flag, 1, 1, "EQ") + write_data(OUT + 4, [0x78]))
+    g.w32(IB2, ib(IB1B, 13, CHAIN=1))
+    g.w32(IB1, ib(IB2, 4) + write_data(OUT + 8, [0x79]))
+    ring.submit(pm4("NOP", [0]), ib(IB1, 9))
+    st = g.waiting()
+    assert (st["LEVEL"], g.read("RB_RPTR")) == (g.level["IB2"], 2), (st, g.read("RB_RPTR"))
+    g.w32(flag, [1])
+    assert g.idle()["ERROR"] == 0 and g.r32(OUT + 4, 2) == [0x78, 0x79] and g.read("RB_RPTR") == 6
+
+
+def check_byte_counters_count_the_copy_engines_alone(dev):
+    """registers.md: PERF_SDMA_BYTES_READ counts COPY_LINEAR's reads in whole bus beats (a
+    3-byte copy on a 64-bit bus counts 8), PERF_SDMA_BYTES_WRITTEN the bytes COPY_LINEAR and
+    CONSTANT_FILL wrote, exactly; a WRITE_LINEAR, a FENCE and a POLL_REGMEM count in neither.
+    The CP's PERF_DMA_BYTES_* likewise count DMA_DATA alone, not a WRITE_DATA's or a
+    RELEASE_MEM's write nor a WAIT_REG_MEM's read."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    g.w32(OUT, [1, 2, 3, 4])
+    s.run(sdma("WRITE_LINEAR", [1, 2, 3, 4], COUNT=3, **lo_hi("DST_ADDR", OUT, 2)),
+          sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT + 32, 2)),
+          sdma("POLL_REGMEM", **lo_hi("ADDR", OUT, 2), VALUE=1, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+               RETRY_COUNT=0xFFF, INTERVAL=1))
+    ring.run(write_data(OUT + 64, [1, 2]), release_mem(OUT + 72, 1), wait_mem(OUT, 1, M32, "EQ"))
+    counters = ("PERF_SDMA_BYTES_READ", "PERF_SDMA_BYTES_WRITTEN", "PERF_DMA_BYTES_READ", "PERF_DMA_BYTES_WRITTEN")
+    assert [g.read(c) for c in counters] == [0] * 4, [g.read(c) for c in counters]
+    s.run(sdma("COPY_LINEAR", COUNT=2, **lo_hi("SRC_ADDR", OUT + 1), **lo_hi("DST_ADDR", OUT + 0x81)),
+          sdma("CONSTANT_FILL", SRC_DATA=7, COUNT=4, **lo_hi("DST_ADDR", OUT + 0x91)))
+    ring.run(dma_data(OUT + 0xA1, OUT + 5, 3, CP_SYNC=1), dma_data(OUT + 0xB1, 7, 5, SRC_SEL="DATA", CP_SYNC=1))
+    assert [g.read(c) for c in counters] == [g.beats_bytes(OUT + 1, 3), 3 + 5, g.beats_bytes(OUT + 5, 3), 3 + 5], \
+        [g.read(c) for c in counters]
+
 CHECKS = [check_ib_size_every_bit_up_to_the_largest, check_count_fields_out_of_range,
           check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes,
-          check_a_packet_whose_payload_cannot_be_fetched_is_not_counted]
+          check_a_packet_whose_payload_cannot_be_fetched_is_not_counted, check_errors_inside_a_chained_ib,
+          check_byte_counters_count_the_copy_engines_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
