@@ -407,7 +407,8 @@ def check_rings_resized_and_moved_while_disabled_keep_their_pointers(dev):
         assert (g.read(q.p + "RPTR"), g.read(q.p + "WPTR"), g.r32(RPTR_WB if k == 0 else RPTR1_WB)) == (50,) * 3
         q.doorbell(50 + 17)
         expect_error(q, ih, "DOORBELL_OVERFLOW", "RING", 0, 67, 50 % 16)
-    s.run(sdma("FENCE", DATA=0x30, **lo_hi("ADDR", OUT + 0x10, 2)), sdma("FENCE", DATA=0x31, **lo_hi("ADDR", OUT + 0x14, 2)),
+    s.run(sdma("FENCE", DATA=0x30, **lo_hi("ADDR", OUT + 0x10, 2)),
+          sdma("FENCE", DATA=0x31, **lo_hi("ADDR", OUT + 0x14, 2)),
           sdma("FENCE", DATA=0x32, **lo_hi("ADDR", OUT + 0x18, 2)))
     assert g.r32(OUT + 0x10, 3) == [0x30, 0x31, 0x32]
     assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR"), g.r32(SRPTR_WB)) == (160 + 48,) * 3

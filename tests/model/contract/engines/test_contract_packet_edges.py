@@ -24,7 +24,8 @@ def check_ib_size_every_bit_up_to_the_largest(dev):
     """IB_SIZE is 20 bits (packets.md): an IB of 2^b dwords for each b up to 19, and of
     0xFFFFF, the largest, runs its first packets and a CHAIN that ends it (CHAIN: "the current
     IB ends"), so a bit of IB_SIZE the CP dropped would make it IB_SIZE_ZERO or a packet past
-    the IB's end (BAD_COUNT); at IB2 as at IB1. A 5-dword WRITE_DATA fits in an IB of 0x10003
+    the IB's end (BAD_COUNT), and PERF_DWORDS_FETCHED counts the dwords the packets took, none of
+    the IB after the CHAIN; at IB2 as at IB1. A 5-dword WRITE_DATA fits in an IB of 0x10003
     dwords, not in one of 3 (BAD_COUNT). The SDMA's IB_SIZE likewise, every bit: its IBs end
     at an unknown packet, after their first packets ran."""
     g, ring, ih = bring_up(dev)
@@ -36,9 +37,13 @@ def check_ib_size_every_bit_up_to_the_largest(dev):
         body = write_data(OUT + 4 * k, [n]) + ib(IB1B, len(tail), CHAIN=1)
         g.w32(IB1, body)
         g.w32(OUT + 0x100, [0])
+        before = g.read("PERF_DWORDS_FETCHED")
         st = ring.run(ib(IB1, n))
         assert st["ERROR"] == 0, (n, ring.error_regs())
         assert (g.r32(OUT + 4 * k), g.r32(OUT + 0x100)) == (n, 0x7A11), f"IB_SIZE {n:#x}"
+        # the dwords the packets took, nothing of the IB after its CHAIN (the model's count is
+        # the RTL's: hardware.md, Counters and time)
+        assert g.read("PERF_DWORDS_FETCHED") - before == 4 + len(body) + len(tail), (n, g.read("PERF_DWORDS_FETCHED"))
     # at IB2: the IB1 calls a 0xFFFFF-dword IB2 which chains
     inner = write_data(OUT + 0x80, [0x22]) + ib(IB1B, len(tail), CHAIN=1)
     g.w32(IB2, inner)
@@ -127,7 +132,8 @@ def check_packet_addresses_reach_the_bus(dev):
         a = 1 << bit
         cp = ((write_data(a, [1]), "WRITE_DATA"), (wait_mem(a, 0, 0, "ALWAYS"), "WAIT_REG_MEM"),
               (release_mem(a, 1), "RELEASE_MEM"), (dma_data(OUT, a, 16, CP_SYNC=1), "DMA_DATA"),
-              (dma_data(a, src, 16, CP_SYNC=1), "DMA_DATA"), (dma_data(a, 7, 16, SRC_SEL="DATA", CP_SYNC=1), "DMA_DATA"))
+              (dma_data(a, src, 16, CP_SYNC=1), "DMA_DATA"),
+              (dma_data(a, 7, 16, SRC_SEL="DATA", CP_SYNC=1), "DMA_DATA"))
         for pkt, name in cp:
             ring.submit(pkt)
             expect_error(ring, ih, "BUS_DECERR", "RING", P[name].opcode, a, 0)
