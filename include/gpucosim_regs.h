@@ -492,7 +492,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_GET(v)  (((v) & GPUCOSIM_PERF_STALL_CYCLES_COUNT_MASK) >> GPUCOSIM_PERF_STALL_CYCLES_COUNT_SHIFT)
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_SET(x)  (((uint32_t)(x) << GPUCOSIM_PERF_STALL_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_STALL_CYCLES_COUNT_MASK)
 
-/* PERF_DWORDS_FETCHED: Dwords fetched. Ring and IB dwords the CP fetched */
+/* PERF_DWORDS_FETCHED: Dwords fetched. Ring and IB dwords the CP fetched for its packets, a NOP's skipped dwords included. Dwords the fetchers read ahead and no packet takes (the rest of an IB after its CHAIN) are not counted, so the count does not depend on the bus or the memory's timing (but after a DMA error: docs/hardware.md, The DMA engine) */
 #define GPUCOSIM_PERF_DWORDS_FETCHED             0x108u
 #define GPUCOSIM_PERF_DWORDS_FETCHED_RESET       0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */

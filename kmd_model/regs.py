@@ -368,7 +368,7 @@ class PERF_STALL_CYCLES(Register):
 
 
 class PERF_DWORDS_FETCHED(Register):
-    """Dwords fetched. Ring and IB dwords the CP fetched."""
+    """Dwords fetched. Ring and IB dwords the CP fetched for its packets, a NOP's skipped dwords included. Dwords the fetchers read ahead and no packet takes (the rest of an IB after its CHAIN) are not counted, so the count does not depend on the bus or the memory's timing (but after a DMA error: docs/hardware.md, The DMA engine)."""
     NAME = "PERF_DWORDS_FETCHED"
     ADDR = 0x108
     RESET = 0x00000000
