@@ -331,10 +331,43 @@ def check_byte_counters_count_the_copy_engines_alone(dev):
     assert [g.read(c) for c in counters] == [g.beats_bytes(OUT + 1, 3), 3 + 5, g.beats_bytes(OUT + 5, 3), 3 + 5], \
         [g.read(c) for c in counters]
 
+
+def check_dwords_fetched_up_to_a_packet_error(dev):
+    """PERF_DWORDS_FETCHED after a packet error (no DMA error: exact, the model's count the
+    RTL's) counts the packets before it and what the failing packet's checks read: its header
+    for ILLEGAL_OPCODE and BAD_COUNT (checks 1-3), its header and fixed payload for a field
+    check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5), in the ring and in an IB; the dwords
+    after it, fetched ahead or not, are not counted."""
+    g, ring, ih = bring_up(dev)
+    w = wait_mem(OUT, 0, 0, "ALWAYS")
+    misaligned = write_data(OUT, [1])
+    misaligned[2] |= 2
+    pads = [0xFFFF1000] * 8
+    cases = (([pm4("NOP", [0] * 3), [0xC003_2A00, 0, 0, 0, 0]], None, "ILLEGAL_OPCODE", 4 + 1),
+             ([pm4("NOP", [0]), [w[0] + (1 << 16)] + w[1:] + [0]], None, "BAD_COUNT", 2 + 1),
+             ([write_data(OUT, [1], DST_SEL="REGISTER")], None, "UNSUPPORTED", 4),
+             ([misaligned], None, "FENCE_MISALIGNED", 4),
+             ([ib(IB1, 6)], [0xFFFF1000] + write_data(OUT, [1, 2]), "BAD_COUNT", 4 + 1 + 1),
+             ([ib(IB1, 9)], [0xFFFF1000, 0xC003_2A00, 0, 0, 0, 0] + pads[:3], "ILLEGAL_OPCODE", 4 + 1 + 1),
+             ([ib(IB1, 12)], [0xFFFF1000] + misaligned + pads[:6], "FENCE_MISALIGNED", 4 + 1 + 4))
+    for packets, body, code, want in cases:
+        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+        if body:
+            g.w32(IB1, body)
+        ring.submit(*packets, pads)
+        assert g.idle()["ERROR"] == 1 and g.fields("CP_ERROR")["CODE"] == g.err[code], code
+        assert (g.read("PERF_DWORDS_FETCHED"), g.read("PERF_Q0_DWORDS_FETCHED")) == (want, want), \
+            (code, body is not None, g.read("PERF_DWORDS_FETCHED"), want)
+        g.set("CP_QUEUE_RESET", Q0=1)
+        g.idle()
+        ring.wptr = 0
+        ih.pop()
+        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+
 CHECKS = [check_ib_size_every_bit_up_to_the_largest, check_count_fields_out_of_range,
           check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes,
           check_a_packet_whose_payload_cannot_be_fetched_is_not_counted, check_errors_inside_a_chained_ib,
-          check_byte_counters_count_the_copy_engines_alone]
+          check_byte_counters_count_the_copy_engines_alone, check_dwords_fetched_up_to_a_packet_error]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
