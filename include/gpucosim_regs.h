@@ -492,7 +492,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_GET(v)  (((v) & GPUCOSIM_PERF_STALL_CYCLES_COUNT_MASK) >> GPUCOSIM_PERF_STALL_CYCLES_COUNT_SHIFT)
 #define GPUCOSIM_PERF_STALL_CYCLES_COUNT_SET(x)  (((uint32_t)(x) << GPUCOSIM_PERF_STALL_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_STALL_CYCLES_COUNT_MASK)
 
-/* PERF_DWORDS_FETCHED: Dwords fetched. Ring and IB dwords the CP fetched */
+/* PERF_DWORDS_FETCHED: Dwords fetched. Ring and IB dwords the CP fetched for its packets, a NOP's skipped dwords included. Dwords the fetchers read ahead and no packet takes (the rest of an IB after its CHAIN) are not counted, so the count does not depend on the bus or the memory's timing (but after a DMA error: docs/hardware.md, The DMA engine) */
 #define GPUCOSIM_PERF_DWORDS_FETCHED             0x108u
 #define GPUCOSIM_PERF_DWORDS_FETCHED_RESET       0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */
@@ -627,7 +627,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_GET(v) (((v) & GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_MASK) >> GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SHIFT)
 #define GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SET(x) (((uint32_t)(x) << GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_SHIFT) & GPUCOSIM_VM_INVALIDATE_ADDR_HI_PAGE_MASK)
 
-/* VM_INVALIDATE_ACK: TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then */
+/* VM_INVALIDATE_ACK: TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then. Reads 0 after reset (no request has been made), and CONTROL.SOFT_RESET leaves it (the MMU is not reset): a driver waits for a bit only after writing a request that names it */
 #define GPUCOSIM_VM_INVALIDATE_ACK               0x210u
 #define GPUCOSIM_VM_INVALIDATE_ACK_RESET         0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_VM_INVALIDATE_ACK_PER_VMID_SHIFT 0  /* [15:0] R */
@@ -959,7 +959,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_MASK)
 
-/* PERF_SDMA_BYTES_READ: SDMA bytes read. Bytes COPY_LINEAR read */
+/* PERF_SDMA_BYTES_READ: SDMA bytes read. Bytes COPY_LINEAR read, in whole bus beats as PERF_DMA_BYTES_READ counts them: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8. Only the copy engine's reads: a POLL_REGMEM's are not counted, nor the ring's and IBs' dwords (PERF_SDMA_DWORDS_FETCHED) */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ            0x448u
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_RESET      0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT 0  /* [31:0] R */
@@ -968,7 +968,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK)
 
-/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote */
+/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN         0x44cu
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_RESET   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */

@@ -368,7 +368,7 @@ class PERF_STALL_CYCLES(Register):
 
 
 class PERF_DWORDS_FETCHED(Register):
-    """Dwords fetched. Ring and IB dwords the CP fetched."""
+    """Dwords fetched. Ring and IB dwords the CP fetched for its packets, a NOP's skipped dwords included. Dwords the fetchers read ahead and no packet takes (the rest of an IB after its CHAIN) are not counted, so the count does not depend on the bus or the memory's timing (but after a DMA error: docs/hardware.md, The DMA engine)."""
     NAME = "PERF_DWORDS_FETCHED"
     ADDR = 0x108
     RESET = 0x00000000
@@ -490,7 +490,7 @@ class VM_INVALIDATE_ADDR_HI(Register):
 
 
 class VM_INVALIDATE_ACK(Register):
-    """TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then."""
+    """TLB invalidate acknowledge. The VMIDs whose invalidation is done (amdgpu polls VM_INVALIDATE_ENG*_ACK for its VMID's bit); a new request clears it. Translations that start after the bit is set use the page tables as they are in memory then. Reads 0 after reset (no request has been made), and CONTROL.SOFT_RESET leaves it (the MMU is not reset): a driver waits for a bit only after writing a request that names it."""
     NAME = "VM_INVALIDATE_ACK"
     ADDR = 0x210
     RESET = 0x00000000
@@ -755,7 +755,7 @@ class PERF_SDMA_DWORDS_FETCHED(Register):
 
 
 class PERF_SDMA_BYTES_READ(Register):
-    """SDMA bytes read. Bytes COPY_LINEAR read."""
+    """SDMA bytes read. Bytes COPY_LINEAR read, in whole bus beats as PERF_DMA_BYTES_READ counts them: every beat counts the bus width in bytes, so a 3-byte copy on a 64-bit bus counts 8. Only the copy engine's reads: a POLL_REGMEM's are not counted, nor the ring's and IBs' dwords (PERF_SDMA_DWORDS_FETCHED)."""
     NAME = "PERF_SDMA_BYTES_READ"
     ADDR = 0x448
     RESET = 0x00000000
@@ -764,7 +764,7 @@ class PERF_SDMA_BYTES_READ(Register):
 
 
 class PERF_SDMA_BYTES_WRITTEN(Register):
-    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote."""
+    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted."""
     NAME = "PERF_SDMA_BYTES_WRITTEN"
     ADDR = 0x44c
     RESET = 0x00000000

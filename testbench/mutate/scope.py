@@ -196,6 +196,8 @@ TESTS = (
     "tests/model/contract/control/test_contract_halts.py",
     "tests/model/contract/control/test_contract_rings.py",
     "tests/model/contract/control/test_contract_ih_ring.py",
+    "tests/model/contract/control/test_contract_edges.py",
+    "tests/model/contract/engines/test_contract_packet_edges.py",
     "tests/model/contract/test_contract_csr.py",
     "tests/spec/packets/test_sdma_spec.py",
     "tests/kmd/core/test_kmd_mmio.py",

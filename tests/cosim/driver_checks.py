@@ -21,7 +21,9 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "model.contract.engines.test_contract_cp_queues", "model.contract.engines.test_contract_both_engines",
            "model.contract.test_contract_vm", "model.contract.control.test_contract_resets",
            "model.contract.control.test_contract_halts", "model.contract.control.test_contract_rings",
-           "model.contract.control.test_contract_ih_ring", "model.contract.test_contract_bare_metal",
+           "model.contract.control.test_contract_ih_ring", "model.contract.control.test_contract_edges",
+           "model.contract.engines.test_contract_packet_edges",
+           "model.contract.test_contract_bare_metal",
            "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
            "kmd.uapi.test_kmd_uapi_contract_cs")
 
@@ -45,7 +47,9 @@ SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "
          "test_contract_sdma_packets": "contract_engines", "test_contract_sdma_errors": "contract_engines",
          "test_contract_cp_queues": "contract_engines", "test_contract_both_engines": "contract_engines",
          "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
-         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control"}
+         "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control",
+         "test_contract_edges": "contract_control",
+         "test_contract_packet_edges": "contract_engines"}
 
 
 def _group(mod_name: str) -> str:
@@ -318,6 +322,22 @@ ICARUS_SECONDS = {
     "contract_engines__check_sdma_halt_stops_inside_an_ib": 0.07,
     "contract_control__check_ih_ring_moved_and_resized_keeps_its_pointers": 0.07,
     "contract_vm__check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry": 5.33,  # (one run, loaded)
+    # (driver-writer-11: one Icarus session each, 64-bit bus, loaded machine, 7 December 2026)
+    "contract_control__check_every_register_reads_its_reset_value": 0.51,
+    "contract_control__check_read_only_registers_ignore_whole_writes": 0.74,
+    "contract_control__check_doorbells_that_move_nothing_and_rejected_ones": 1.46,
+    "contract_engines__check_ib_size_every_bit_up_to_the_largest": 2.72,
+    "contract_engines__check_count_fields_out_of_range": 2.67,
+    "contract_control__check_ring_bases_and_write_back_addresses_reach_the_bus": 8.60,
+    "contract_engines__check_packet_addresses_reach_the_bus": 10.31,
+    "contract_control__check_soft_reset_returns_the_hardware_registers_to_their_reset_state": 0.87,
+    "contract_control__check_rings_resized_and_moved_while_disabled_keep_their_pointers": 0.50,
+    "contract_engines__check_every_header_type_and_unknown_opcodes": 1.85,
+    "contract_control__check_every_vmid_has_its_own_tables": 3.64,
+    "contract_engines__check_a_packet_whose_payload_cannot_be_fetched_is_not_counted": 2.97,
+    "contract_engines__check_errors_inside_a_chained_ib": 1.49,
+    "contract_engines__check_byte_counters_count_the_copy_engines_alone": 0.82,
+    "contract_engines__check_dwords_fetched_up_to_a_packet_error": 1.04,
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,
