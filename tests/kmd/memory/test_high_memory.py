@@ -91,7 +91,17 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_control__check_counters_survive_every_reset_but_perf_clear",
           "contract_control__check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit",
           # (driver-writer-9: VMID 1's two-level tables, map_vmid1)
-          "contract_driver__check_only_a_reset_ends_a_stopped_queue")
+          "contract_driver__check_only_a_reset_ends_a_stopped_queue",
+          # (driver-writer-11: the default build's VM_CAPS (2 levels), DECERR at 64 MiB, VMID
+          # 1..15's two-level tables)
+          "contract_control__check_every_register_reads_its_reset_value",
+          "contract_control__check_read_only_registers_ignore_whole_writes",
+          "contract_control__check_soft_reset_returns_the_hardware_registers_to_their_reset_state",
+          "contract_control__check_ring_bases_and_write_back_addresses_reach_the_bus",
+          "contract_control__check_every_vmid_has_its_own_tables",
+          "contract_engines__check_packet_addresses_reach_the_bus",
+          "contract_engines__check_a_packet_whose_payload_cannot_be_fetched_is_not_counted",
+          "contract_engines__check_errors_inside_a_chained_ib")
 
 
 def _checks() -> dict:
