@@ -75,6 +75,7 @@ class ClientsMixin:
         """Queued and running jobs still complete (their BOs stay alive until then)."""
         ctx.file.contexts.pop(ctx.id, None)
         self.contexts.pop((ctx.file.fd, ctx.id), None)
+        ctx.forget_records()
         for s in self.scheds:
             s.remove_context(ctx)
 

@@ -11,10 +11,15 @@ resubmitted and they carry on.
 A file holds at most MAX_CONTEXTS: amdgpu gives a file's contexts the ids idr_alloc finds
 in [1, AMDGPU_VM_MAX_NUM_CTX), so a client allocating in a loop gets ENOSPC, not the
 driver's memory.
+
+What a context remembers of its past jobs (which ring each ran on, why each that failed
+failed) is bounded per context and per file (Kept): 4,095 contexts of 1,024 records each
+were 4 M records a file, about 2 GB of failed-job errors, for a client that only submits.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 from ..sched.fence import SEQ_MASK, seq_after
@@ -26,6 +31,44 @@ if TYPE_CHECKING:
     from ..sched.scheduler import Job
     from ..uapi import KmdError
     from .file import File
+
+
+class Kept:
+    """A file's budget of remembered records of one kind (Context.failed, Context.ring_of):
+    each context keeps its latest PER_CONTEXT, and the file its latest PER_FILE across all
+    its contexts, the oldest going first, so what a client makes the driver remember is
+    bounded by the file, not by its contexts times theirs (amdgpu keeps a context's fences
+    in a fixed ring of AMDGPU_CTX_MAX_CS_PENDING)."""
+
+    PER_CONTEXT = 1024
+    PER_FILE = 16 * 1024
+
+    def __init__(self):
+        self.live = 0  # records in the contexts' tables now
+        self.order: deque = deque()  # (table, seq) as added; some gone already (taken out lazily)
+
+    def add(self, table: dict, seq: int, value, per_context: int = PER_CONTEXT) -> None:
+        if seq not in table:
+            self.live += 1
+        else:  # (its seqno again, 2^32 jobs later: the newer record replaces the older)
+            del table[seq]
+        table[seq] = value
+        self.order.append((table, seq))
+        if len(table) > per_context:
+            del table[next(iter(table))]
+            self.live -= 1
+        while self.live > self.PER_FILE:
+            t, old = self.order.popleft()
+            if old in t:
+                del t[old]
+                self.live -= 1
+        if len(self.order) > 2 * self.PER_FILE:  # entries of records gone by the context's own limit
+            self.order = deque((t, q) for t, q in self.order if q in t)
+
+    def forget(self, table: dict) -> None:
+        """A context freed: its records go (their entries in `order` with them, lazily)."""
+        self.live -= len(table)
+        table.clear()
 
 
 class Context:
@@ -52,8 +95,7 @@ class Context:
         # ring it ran on, finished or not (older ones have finished: taken as they are)
         self.ring_of: dict[int, str] = {}
 
-    FAILED_KEPT = 1024
-    RING_KEPT = 1024
+    FAILED_KEPT = RING_KEPT = Kept.PER_CONTEXT  # (the file's Kept holds them to Kept.PER_FILE in all)
 
     @property
     def resets(self) -> int:
@@ -63,14 +105,15 @@ class Context:
 
     def submitted_on(self, seq: int, ring: str) -> None:
         self.last_on[ring] = seq
-        self.ring_of[seq] = ring
-        if len(self.ring_of) > self.RING_KEPT:
-            del self.ring_of[next(iter(self.ring_of))]
+        self.file.kept_ring_of.add(self.ring_of, seq, ring, self.RING_KEPT)
 
     def job_failed(self, seq: int, error: "KmdError") -> None:
-        self.failed[seq] = error
-        if len(self.failed) > self.FAILED_KEPT:
-            del self.failed[next(iter(self.failed))]
+        self.file.kept_failed.add(self.failed, seq, error, self.FAILED_KEPT)
+
+    def forget_records(self) -> None:
+        """Freed: what it remembered of its jobs no longer counts against its file's budget."""
+        self.file.kept_failed.forget(self.failed)
+        self.file.kept_ring_of.forget(self.ring_of)
 
     def next_seq(self) -> int:
         self.last_seq = (self.last_seq + 1) & SEQ_MASK

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..uapi import KmdError
+from .ctx import Kept
 
 if TYPE_CHECKING:
     from ..mm.bo import Bo
@@ -49,6 +50,8 @@ class File:
         self.hangs = 0  # resets its contexts' jobs caused, all of them
         self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
         self.error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
+        # what its contexts remember of their past jobs, bounded per file (ctx.Kept)
+        self.kept_failed, self.kept_ring_of = Kept(), Kept()
 
     def ioctl(self, request: int, args: Any = None) -> Any:
         """Run one ioctl; returns its out-structure, raises KmdError on failure. Under the

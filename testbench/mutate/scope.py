@@ -148,6 +148,7 @@ TESTS = (
     "tests/security/limits/test_security_ctx_limits.py",
     "tests/security/limits/test_security_contention.py",
     "tests/security/limits/test_security_kmd_resources.py",
+    "tests/security/limits/test_security_kept_records.py",
     "tests/security/memory/test_security_wedged.py",
     "tests/security/client_code/test_security_reentry.py",
     # the memory-management state machine (three files' GEM, GEM_VA and jobs against a
