@@ -82,8 +82,11 @@ for _name in _READS:
 def unknown_arguments(opts: "RunOptions") -> str:
     """The usage error of arguments gpucosim does not know, given to an app that reads none:
     before the run when the app's source shows it cannot (launch.run_app), else after it."""
-    return (f"neither gpucosim nor the app knows {' '.join(opts.args)} ({opts.shown(opts.app)} reads no "
-            f"arguments; {opts.prog} --help lists the options)")
+    from ..checks import option_hint
+
+    hint = option_hint(opts.args)
+    return (f"neither gpucosim nor the app knows {' '.join(opts.args)}{': ' + hint if hint else ''} "
+            f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)")
 
 
 @dataclass
