@@ -555,7 +555,9 @@ class Buffer(_Handle):
 
     @api_call("Buffer.free")
     def free(self) -> None:
-        """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
+        """Release the buffer; the KMD keeps the memory until the GPU is done with it. A second
+        free() does nothing (as a second close() of a queue), so that `with` may end a buffer the
+        app freed itself."""
         if self.freed:
             return
         self._freed_how = self._freed_by()  # (now: a device closed later did not free it)
