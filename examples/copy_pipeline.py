@@ -34,10 +34,12 @@ from testbench.argtypes import OneLineParser, integer_in
 
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
-    ap.add_argument("--chunks", type=integer_in(1, 256), default=8, help="chunks through the pipeline (1-256)")
-    ap.add_argument("--slots", type=integer_in(1, 16), default=2, help="staging slots between the engines (1-16)")
+    ap.add_argument("--chunks", type=integer_in(1, 256), default=8,
+                    help="chunks through the pipeline (default 8, 1-256)")
+    ap.add_argument("--slots", type=integer_in(1, 16), default=2,
+                    help="staging slots between the engines (default 2, 1-16)")
     ap.add_argument("--chunk-bytes", type=integer_in(4, 65536, multiple=4), default=4096,
-                    help="bytes per chunk, a multiple of 4 (4-65536)")
+                    help="bytes per chunk, a multiple of 4 (default 4096, 4-65536)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     n, slots, size = args.chunks, args.slots, args.chunk_bytes
 

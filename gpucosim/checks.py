@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import errno
 import json
 import os
@@ -19,6 +20,29 @@ from testbench.argtypes import file_write_problem, folder_problem, parse_int
 
 BACKENDS = ("verilator", "icarus", "model")
 COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
+
+
+def run_option_names() -> list[str]:
+    """`gpucosim run`'s own options (--trace, --stats, ...), as its parser has them."""
+    from .cli import _add_run_options
+
+    p = argparse.ArgumentParser(add_help=False)
+    _add_run_options(p)
+    return [o for a in p._actions for o in a.option_strings]
+
+
+def option_hint(args: list[str]) -> str:
+    """"did you mean --trace?" for the first of `args` that is an option spelt close to one
+    of `gpucosim run`'s (--trce, -trace, --stat), else "": such an option is unknown to
+    gpucosim and so went to the app, which said only that nobody knew it."""
+    names = run_option_names()
+    for a in args:
+        word = a.split("=", 1)[0]
+        if word.startswith("-") and word not in names:
+            close = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
+            if close:
+                return f"did you mean {close[0]}?"
+    return ""
 
 
 def path_arg(text: str) -> str:

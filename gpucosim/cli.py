@@ -26,7 +26,7 @@ from testbench.argtypes import OneLineParser, integer_in, parse_int
 from testbench.pipes import pipe_safe
 
 from . import __version__
-from .checks import BACKENDS, output_arg, path_arg, run_options, writable_file
+from .checks import BACKENDS, option_hint, output_arg, path_arg, run_options, writable_file
 from .trace.plot import MAX_CYCLE
 
 DEMO = "examples.demo"
@@ -391,14 +391,19 @@ def _main(argv: list[str] | None = None) -> int:
             rest = iter(range(1, len(argv)))
             first = next(i for i in rest if argv[i] == unknown[0])
             if first < at_app:
+                # (only those before APP: with `--trce x hello.py`, x was taken as APP, and the
+                # message named hello.py, the app, as an unrecognized argument too)
+                before = [a for a in argv[1:at_app] if a in unknown]
+                hint = option_hint(before)
                 ap._subparsers._group_actions[0].choices["run"].error(  # type: ignore[union-attr]
-                    f"unrecognized arguments before APP: {' '.join(unknown)}")
+                    f"unrecognized arguments before APP: {' '.join(before)}{f' ({hint})' if hint else ''}")
         app_args = unknown + app_args
     else:
         args, unknown = ap.parse_known_args(argv)
         if unknown:  # (named by the subcommand, as its other usage errors are: its --help is the one to read)
+            hint = option_hint(unknown) if args.command == "sim" else ""  # (sim's options are run's)
             ap._subparsers._group_actions[0].choices[args.command].error(  # type: ignore[union-attr]
-                f"unrecognized arguments: {' '.join(unknown)}")
+                f"unrecognized arguments: {' '.join(unknown)}{f' ({hint})' if hint else ''}")
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if args.command in ("run", "sim"):
         return cmd_run(sub, args, app_args)

@@ -153,7 +153,8 @@ class _Dispatched(_Handle):
         if fn is None:
             raise AttributeError(table.missing(self._kind, name))
         if self.closed and fn is not table.entries.get(f"{self._kind}.close"):
-            return _closed_call(f"{name}: the {self._kind.lower()} is closed")
+            how = self.__dict__.get("_closed_how", "")
+            return _closed_call(f"{name}: the {self._kind.lower()} is closed{how}")
         bound = types.MethodType(fn, self)
         if fn is not table.entries.get(f"{self._kind}.close"):
             bound = _unless_lost(self.ws, name, bound)
@@ -171,6 +172,9 @@ class _Dispatched(_Handle):
         for k, v in list(self.__dict__.items()):
             if isinstance(v, (types.MethodType, types.FunctionType)):  # (private attributes are data)
                 del self.__dict__[k]
+        dev = self.__dict__.get("device")
+        if dev is not None and getattr(dev, "closing", False):  # (a queue the app never closed itself)
+            self.__dict__["_closed_how"] = " (its device was closed: Device.close closes its queues)"
         self._closed = True
 
     def __dir__(self) -> list[str]:
@@ -555,7 +559,9 @@ class Buffer(_Handle):
 
     @api_call("Buffer.free")
     def free(self) -> None:
-        """Release the buffer; the KMD keeps the memory until the GPU is done with it."""
+        """Release the buffer; the KMD keeps the memory until the GPU is done with it. A second
+        free() does nothing (as a second close() of a queue), so that `with` may end a buffer the
+        app freed itself."""
         if self.freed:
             return
         self._freed_how = self._freed_by()  # (now: a device closed later did not free it)

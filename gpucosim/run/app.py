@@ -4,6 +4,7 @@ running any of it, loading its main() (or, for a script with no main(), what run
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import keyword
 import os
@@ -73,7 +74,9 @@ def find_app(target: str) -> None:
         if _is_dir(name):  # (`gpucosim run myapps`: a folder, not a package Python finds)
             raise AppNotFound(f"{name} is a folder, not an app: give the APP.py in it, a module (examples.demo) or "
                               "module:function")
-        raise AppNotFound(f"no module named {name!r} (APP is APP.py, a module or module:function)")
+        like = _like_module(name)
+        raise AppNotFound(f"no module named {name!r}" + (f": did you mean {like}?" if like else "")
+                          + " (APP is APP.py, a module or module:function)")
 
 
 # What an app's source must name for it to read its arguments: sys.argv, a parser, or code
@@ -234,7 +237,50 @@ def no_app_file(target: str) -> str:
     if "." in name and "/" not in name and os.sep not in name and _is_file(name.replace(".", "/") + ".py"):
         return (f"no app at {target}: a module is named without .py ({name}), a file with its folders "
                 f"({name.replace('.', '/')}.py)")
-    return f"no app at {target}"
+    like = _like_file(target)
+    return f"no app at {target}" + (f": did you mean {like}?" if like else "")
+
+
+def _like_file(target: str) -> str | None:
+    """The .py file a mistyped APP.py meant: one beside it spelt close to it (examples/helo.py),
+    or, for a bare name, the example of that name (hello.py from the top folder)."""
+    folder, name = os.path.split(target)
+    try:
+        names = sorted(e.name for e in os.scandir(folder or ".") if e.name.endswith(".py") and e.is_file())
+    except OSError:
+        names = []
+    close = difflib.get_close_matches(name, names[:10_000], n=1, cutoff=0.75)
+    if close:
+        return os.path.join(folder, close[0])
+    if not folder and _is_file(os.path.join("examples", name)):
+        return os.path.join("examples", name)
+    return None
+
+
+def _like_module(name: str) -> str | None:
+    """The module a mistyped one meant: one of its package spelt close to it (examples.helo),
+    or, for a bare name, the example of that name (hello)."""
+    import importlib.util
+
+    parent, _, last = name.rpartition(".")
+    try:
+        spec = importlib.util.find_spec(parent) if parent else None
+    except (ImportError, ValueError, OSError):
+        return None
+    folders = list(spec.submodule_search_locations or []) if spec is not None else [] if parent else ["."]
+    names = set()
+    for folder in folders:
+        try:
+            names.update(e.name[:-3] for e in os.scandir(folder) if e.name.endswith(".py") and e.is_file())
+        except OSError:
+            pass
+    names.discard("__init__")
+    close = difflib.get_close_matches(last, sorted(names)[:10_000], n=1, cutoff=0.75)
+    if close:
+        return f"{parent}.{close[0]}" if parent else close[0]
+    if not parent and _is_file(os.path.join("examples", last + ".py")):
+        return f"examples.{last}"
+    return None
 
 
 def _is_dir(path: str) -> bool:

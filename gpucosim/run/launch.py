@@ -331,10 +331,23 @@ def _run_rtl(opts: RunOptions) -> int:
         err_log = log.with_name("sim-stderr.log")
         with Console(f"{opts.backend}: {Path(app).stem}", status=file_status(status), echo=log,
                      echo_err=err_log, noise=SIM_NOISE):
-            res, stop, stopped_by = _supervised(
-                opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
-                                      waves=waves, plusargs=plusargs, stderr_file=err_log),
-                status, result)
+            try:
+                res, stop, stopped_by = _supervised(
+                    opts, lambda: sim.run(design, opts.backend, "gpucosim.run.app_runner", tag="app", extra_env=env,
+                                          waves=waves, plusargs=plusargs, stderr_file=err_log),
+                    status, result)
+            except sim.SimulatorExit as e:
+                if result.exists():  # (the app's status, written before the process ended)
+                    return int(result.read_text().partition(" ")[0])
+                # (an app's os._exit(5) was a traceback here, "RuntimeError: Command failed with
+                # return code: 5"; on the model the run ends with the app's status)
+                rc = e.returncode
+                why = f"status {rc}" if rc > 0 else f"signal {signal.Signals(-rc).name}" if _signal_name(-rc) \
+                    else f"status {rc}"
+                print(f"gpucosim: the {opts.backend} simulator's process ended ({why}) before the app returned: "
+                      f"an os._exit() in the app, or the simulator died (its log: {opts.shown(log)})",
+                      file=sys.stderr, flush=True)
+                return rc if 0 < rc < 256 else 128 - rc if rc < 0 else 1
         if waves and stop != "killed":
             _report_waves(opts)
         if stop == "interrupted":
@@ -358,6 +371,15 @@ def _run_rtl(opts: RunOptions) -> int:
     return 1
 
 
+
+
+def _signal_name(num: int) -> bool:
+    """Whether `num` is a signal's number."""
+    try:
+        signal.Signals(num)
+        return True
+    except ValueError:
+        return False
 
 
 def _supervised(opts: RunOptions, run: Callable[[], Any], status: Path,

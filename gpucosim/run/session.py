@@ -79,11 +79,18 @@ for _name in _READS:
     setattr(_AppArgv, _name, _reading(_name))
 
 
+# A timeline this long is said before it is written (about 10 s of writing on this machine)
+SLOW_TIMELINE_EVENTS = 100_000
+
+
 def unknown_arguments(opts: "RunOptions") -> str:
     """The usage error of arguments gpucosim does not know, given to an app that reads none:
     before the run when the app's source shows it cannot (launch.run_app), else after it."""
-    return (f"neither gpucosim nor the app knows {' '.join(opts.args)} ({opts.shown(opts.app)} reads no "
-            f"arguments; {opts.prog} --help lists the options)")
+    from ..checks import option_hint
+
+    hint = option_hint(opts.args)
+    return (f"neither gpucosim nor the app knows {' '.join(opts.args)}{': ' + hint if hint else ''} "
+            f"({opts.shown(opts.app)} reads no arguments; {opts.prog} --help lists the options)")
 
 
 @dataclass
@@ -375,6 +382,12 @@ class Session:
         if self.timeline is None or not self.opts.trace or self.finished:
             return None
         self.finished = True
+        if len(self.timeline) >= SLOW_TIMELINE_EVENTS:
+            # (a million events take some 2 minutes: after a long run's ^C and its exit
+            # report nothing was said meanwhile, and a second ^C, to end what looked hung,
+            # lost the timeline)
+            print(f"gpucosim: writing the timeline to {self.opts.shown(self.opts.trace)} ({len(self.timeline)} "
+                  "events: this takes a while)", file=sys.stderr, flush=True)
         try:
             path = self.timeline.write(self.opts.trace)
         except OSError as e:  # (a full disk, /dev/full: the run itself is done, as for the figures)

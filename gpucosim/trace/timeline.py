@@ -24,6 +24,8 @@ from typing import Any
 
 from testbench.pipes import write_whole
 
+from ..inputs import MAX_BYTES
+
 NS_PER_CYCLE = 10  # testbench.sim.cocotb_device.CLOCK_PERIOD_NS (a test keeps them equal)
 
 
@@ -62,9 +64,11 @@ def wave_time(cycles: int) -> str:
     return f"{cycles * NS_PER_CYCLE} ns"
 
 
-# The events a timeline keeps: the first million (about 150 MB of JSON, under what `gpucosim
-# plot` and `disasm` read, gpucosim/inputs.py). An 11-minute run kept every event: 3.6 GB of
-# memory, a 930 MB file the tools then refused to read.
+# The events a timeline keeps: the first million, and no more than the file `gpucosim plot` and
+# `disasm` read (gpucosim/inputs.py's MAX_BYTES; write() drops the last ones past it). An
+# 11-minute run kept every event: 3.6 GB of memory, a 930 MB file the tools then refused to
+# read. A million events are 220 to 280 MB of JSON (an RTL run's, a model run's), around that
+# bound: a model run that kept a million wrote a file the tools refused again.
 MAX_EVENTS = 1_000_000
 
 
@@ -152,8 +156,19 @@ class Timeline:
         path.parent.mkdir(parents=True, exist_ok=True)
         # (C encoder: json.dump is not; whole or not at all, into a pipe such as /dev/stdout,
         # through a symlink to its target)
-        write_whole(path, json.dumps(self.to_json(), separators=(",", ":"), default=str))
+        write_whole(path, self.encoded())
         return path
+
+    def encoded(self) -> str:
+        """The JSON, at most MAX_BYTES: the events past what fits are dropped (counted in
+        `dropped`), so that gpucosim's own tools read every timeline it writes."""
+        while True:
+            text = json.dumps(self.to_json(), separators=(",", ":"), default=str)  # (ASCII: chars are bytes)
+            if len(text) <= MAX_BYTES or not self.events:
+                return text
+            keep = min(len(self.events) - 1, int(len(self.events) * MAX_BYTES * 0.98 / len(text)))
+            self.dropped += len(self.events) - keep
+            del self.events[keep:]
 
 
 def _tid(t: Track, lane: int) -> int:

@@ -156,6 +156,7 @@ TESTS = (
     "tests/security/memory/test_security_mm_state.py",
     "tests/security/memory/test_security_mm_threads.py",
     "tests/umd/api/test_umd_api.py",
+    "tests/umd/api/test_umd_closed_by_device.py",
     "tests/umd/submission/test_umd_batching.py",
     "tests/umd/submission/test_umd_cmdbuf.py",
     "tests/umd/api/test_umd_runtime.py",

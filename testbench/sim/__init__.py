@@ -107,6 +107,15 @@ class SimulatorUnavailable(RuntimeError):
     """The requested simulator is not installed; the message says how to get it."""
 
 
+class SimulatorExit(RuntimeError):
+    """The simulator's process ended with a status other than 0 (`returncode`, negative for
+    a signal): its Python code called os._exit(), or the simulator died."""
+
+    def __init__(self, returncode: int):
+        super().__init__(f"Command failed with return code: {returncode}")
+        self.returncode = returncode
+
+
 class BuildError(RuntimeError):
     """A simulator build that failed: the message ends with its log's tail; `log` is the log."""
 
@@ -487,7 +496,7 @@ def _stderr_apart(runner, path: Path) -> None:
                 result = subprocess.run(cmd, cwd=cwd, env=runner.env, check=False, stdout=stdout,
                                         stderr=err if stdout is not None else None)
                 if result.returncode != 0:
-                    raise RuntimeError(f"Command failed with return code: {result.returncode}")
+                    raise SimulatorExit(result.returncode)
 
     if not hasattr(runner, "_execute_cmds"):
         raise RuntimeError("cocotb's runner no longer has _execute_cmds: testbench/sim/__init__.py cannot keep "

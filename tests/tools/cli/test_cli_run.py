@@ -222,8 +222,8 @@ def test_app_arguments_without_dashes(capsys):
     # build and the whole run on the RTL
     for sim in ("model", "verilator"):
         assert usage_error(capsys, "run", "examples/hello.py", "--sim", sim, "--trce", "build/t.json") == (
-            "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json (examples/hello.py reads no "
-            "arguments; gpucosim run --help lists the options)")
+            "gpucosim run: error: neither gpucosim nor the app knows --trce build/t.json: did you mean --trace? "
+            "(examples/hello.py reads no arguments; gpucosim run --help lists the options)")
         assert capsys.readouterr().out == ""  # (the app did not run)
     assert usage_error(capsys, "run", "examples.gpu_error:main", "--sim", "model", "--bogus") == (
         "gpucosim run: error: neither gpucosim nor the app knows --bogus (examples.gpu_error:main reads no "

@@ -811,7 +811,8 @@ def test_a_device_whose_driver_was_reloaded(how):
     _raises(umd.DeviceLost, f"close: {q!r}: 1 command recorded and never submitted did not run: {LOST}", gpu.close)
     assert gpu.closed and q.closed and buf.freed
     gpu.close()  # (closed: nothing more to say)
-    _raises(ValueError, "write: the queue is closed", q.write, buf, 0, 1)
+    _raises(ValueError, "write: the queue is closed (its device was closed: Device.close closes its queues)",
+            q.write, buf, 0, 1)
     if how == "unbind":
         kmd_model.bind(RefModel())
     gpu = umd.open()  # a new Device works

@@ -1,0 +1,60 @@
+"""A mistyped name on `gpucosim run`'s command line (an option, the app's file or module)
+is a usage error that names what was meant, as `gpucosim regs CP_EROR` does: a new user's
+`--trce`, `examples/helo.py` or `hello.py` from the top folder said only what was wrong."""
+
+from __future__ import annotations
+
+import os
+
+from .cli_helpers import ROOT, usage_error
+
+
+def test_a_mistyped_option_names_the_option_meant(capsys):
+    # given to an app that reads no arguments
+    for typed, meant in (("--trce", "--trace"), ("-trace", "--trace"), ("--stat", "--stats"),
+                         ("--trce=x.json", "--trace")):
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", typed) == (
+            f"gpucosim run: error: neither gpucosim nor the app knows {typed}: did you mean {meant}? "
+            "(examples/hello.py reads no arguments; gpucosim run --help lists the options)")
+        assert capsys.readouterr().out == ""  # (the app did not run)
+    # nothing close: no guess
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--bogus") == (
+        "gpucosim run: error: neither gpucosim nor the app knows --bogus (examples/hello.py reads no arguments; "
+        "gpucosim run --help lists the options)")
+    # before APP: the word after it was taken as APP, and the app itself was named as an
+    # unrecognized argument ("unrecognized arguments before APP: --trce examples/hello.py")
+    assert usage_error(capsys, "run", "--trce", "x.json", "examples/hello.py", "--sim", "model") == (
+        "gpucosim run: error: unrecognized arguments before APP: --trce (did you mean --trace?)")
+    assert usage_error(capsys, "sim", "--sim", "model", "--simm", "x") == (
+        "gpucosim sim: error: unrecognized arguments: --simm x (did you mean --sim?)")
+
+
+def test_a_mistyped_app_names_the_app_meant(capsys, tmp_path):
+    assert usage_error(capsys, "run", "examples/helo.py", "--sim", "model") == (
+        "gpucosim run: error: no app at examples/helo.py: did you mean examples/hello.py?")
+    assert usage_error(capsys, "run", "examples/memcopy.py", "--sim", "model") == (
+        "gpucosim run: error: no app at examples/memcopy.py: did you mean examples/memcpy.py?")
+    # from the top folder, an example named without its folder
+    assert usage_error(capsys, "run", "hello.py", "--sim", "model") == (
+        "gpucosim run: error: no app at hello.py: did you mean examples/hello.py?")
+    assert usage_error(capsys, "run", "examples.helo", "--sim", "model") == (
+        "gpucosim run: error: no module named 'examples.helo': did you mean examples.hello? (APP is APP.py, a "
+        "module or module:function)")
+    assert usage_error(capsys, "run", "hello", "--sim", "model") == (
+        "gpucosim run: error: no module named 'hello': did you mean examples.hello? (APP is APP.py, a module or "
+        "module:function)")
+    # nothing close: no guess
+    assert usage_error(capsys, "run", "nosuch.py", "--sim", "model") == "gpucosim run: error: no app at nosuch.py"
+    assert usage_error(capsys, "run", "nosuch", "--sim", "model") == (
+        "gpucosim run: error: no module named 'nosuch' (APP is APP.py, a module or module:function)")
+    # elsewhere, beside the app meant, with its folder as typed
+    (tmp_path / "first.py").write_text("import umd\n")
+    assert usage_error(capsys, "run", str(tmp_path / "frist.py"), "--sim", "model") == (
+        f"gpucosim run: error: no app at {tmp_path / 'frist.py'}: did you mean {tmp_path / 'first.py'}?")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # (no examples/ here: no guess for a name that is nowhere close)
+    try:
+        assert usage_error(capsys, "run", "hello.py", "--sim", "model") == "gpucosim run: error: no app at hello.py"
+    finally:
+        os.chdir(cwd)
+    assert (ROOT / "examples" / "hello.py").is_file()
