@@ -147,6 +147,8 @@ TESTS = (
     "tests/security/client_code/test_security_hostile_program.py",
     "tests/security/client_code/test_security_hostile_app.py",
     "tests/security/limits/test_security_time_and_state.py",
+    "tests/security/limits/test_security_interrupt_storms.py",
+    "tests/security/limits/test_security_checker_off.py",
     "tests/security/limits/test_security_ctx_limits.py",
     "tests/security/limits/test_security_contention.py",
     "tests/security/limits/test_security_kmd_resources.py",
