@@ -53,7 +53,7 @@ FAST = (
         'hit = walk(base, f["IB_SIZE"], level + 1)',
         "hit = None",
         "the timeout diagnosis does not look into IB2s"),
-        ("tests/kmd/test_kmd_checker.py",)),
+        ("tests/kmd_sched/reset/test_kmd_stuck_diagnosis.py",)),
     FastMutant(Patch(
         "wait-lt-as-le", "testbench/refmodel/cp/packets.py",
         '"LT": int.__lt__,',

@@ -17,13 +17,16 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "security.cs.test_security_checker", "security.memory.test_security_mappings",
            "security.limits.test_security_umd", "security.cs.test_security_ioctl", "spec.amd.test_amd_conformance",
            "security.memory.test_vm_isolation", "model.contract.test_contract_driver",
+           "model.contract.test_contract_dma", "model.contract.test_contract_bus_errors",
+           "model.contract.test_contract_release_mem_and_ih",
            "model.contract.engines.test_contract_sdma_packets", "model.contract.engines.test_contract_sdma_errors",
            "model.contract.engines.test_contract_cp_queues", "model.contract.engines.test_contract_both_engines",
-           "model.contract.test_contract_vm", "model.contract.control.test_contract_resets",
+           "model.contract.test_contract_vm", "model.contract.test_contract_vm_tlb",
+           "model.contract.test_contract_vm_sdma_and_vmid_0", "model.contract.control.test_contract_resets",
            "model.contract.control.test_contract_halts", "model.contract.control.test_contract_rings",
            "model.contract.control.test_contract_ih_ring", "model.contract.control.test_contract_edges",
            "model.contract.engines.test_contract_packet_edges",
-           "model.contract.test_contract_bare_metal",
+           "model.contract.test_contract_bare_metal", "model.contract.test_contract_bare_metal_three_rings",
            "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
            "kmd.uapi.test_kmd_uapi_contract_cs")
 
@@ -49,7 +52,11 @@ SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "
          "test_contract_resets": "contract_control", "test_contract_halts": "contract_control",
          "test_contract_rings": "contract_control", "test_contract_ih_ring": "contract_control",
          "test_contract_edges": "contract_control",
-         "test_contract_packet_edges": "contract_engines"}
+         "test_contract_packet_edges": "contract_engines",
+         "test_contract_dma": "contract_driver", "test_contract_bus_errors": "contract_driver",
+         "test_contract_release_mem_and_ih": "contract_driver",
+         "test_contract_vm_tlb": "contract_vm", "test_contract_vm_sdma_and_vmid_0": "contract_vm",
+         "test_contract_bare_metal_three_rings": "contract_bare_metal"}
 
 
 def _group(mod_name: str) -> str:

@@ -10,7 +10,11 @@ left behind, or write through a mapping it gave back. By concept:
 - tests/security/cs/test_security_ioctl.py: the exact limits of CS, every ioctl argument of a wrong
   kind, an SDMA IB in the kernel's range;
 - tests/security/limits/test_security_time_and_state.py: client threads racing on one driver,
-  exhaustion by one client, hangs on purpose again and again, the checker off;
+  exhaustion by one client, hangs on purpose again and again (and what the driver holds
+  once every file is closed: assert_as_at_bring_up, here);
+- tests/security/limits/test_security_interrupt_storms.py: interrupt storms, the IH ring
+  overflowed, the job timer and the fallback poll;
+- tests/security/limits/test_security_checker_off.py: the CS checker off, the MMU alone;
 - tests/security/limits/test_security_ctx_limits.py: a context's own limits: a CHAIN loop on the model,
   jobs queued per context and ring (sched_jobs), who may ask for HIGH priority;
 - tests/security/limits/test_security_contention.py: the KMD under contention: a client waiting in
@@ -38,6 +42,25 @@ from testbench.refmodel import RefModel
 from tests.kmd.test_kmd_ioctl import Client
 
 EVIL = 0xBAD0_0BAD
+
+
+def _start_state(kmd) -> dict:
+    """What each heap holds at bring-up, for assert_as_at_bring_up."""
+    return {d: h.used for d, h in kmd.bo.heaps.items()}
+
+
+def assert_as_at_bring_up(kmd, heaps: dict) -> None:
+    """Every file is closed and every ring drained: the driver holds only its own."""
+    assert kmd.wait_for(lambda: all(not s.pending and not s.queue for s in kmd.scheds), 5_000_000)
+    assert not kmd.files and not kmd.contexts
+    assert not kmd.live_bos() and kmd.shadow.used == 0
+    assert {d: h.used for d, h in kmd.bo.heaps.items()} == heaps
+    assert [v.n for v in kmd.vmids.ids if v.owner is not None] == []
+    assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
+    assert not any(s.parked for s in kmd.scheds)
+    assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
+    s = kmd.stats
+    assert s["jobs_retired"] + s["jobs_cancelled"] == s["cs"], s  # every job ended, and once
 
 
 class Holder:

@@ -3,7 +3,7 @@
 It imports nothing of the project's drivers or specs (no kmd_model/, umd/, spec/): every
 register offset, field position, enum value, packet layout and IH entry field comes from
 reading docs/registers.md, docs/packets.md and docs/hardware.md, the contract. So the
-checks of tests/model/contract/test_contract_driver.py, which run this driver on the reference model
+checks of the test_contract_*.py files under tests/model/contract/, which run this driver on the reference model
 and on the RTL, test what the docs say, number by number: a wrong bit position in a
 table fails them as a wrong bit in the hardware would.
 

@@ -28,7 +28,7 @@ from kmd_model.uapi import KmdError, MappingRevoked, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
-from tests.kmd.memory.test_kmd_vm import _LostFlush  # (an MMU whose TLB flushes are lost)
+from tests.kmd.memory.test_kmd_vmids_and_tlb import _LostFlush  # (an MMU whose TLB flushes are lost)
 from tests.kmd.test_kmd_ioctl import Client
 
 

@@ -1,7 +1,8 @@
 """A hostile program against the KMD in time and state (round 2; round 1, argument copy-in, is
 test_security_hostile_program.py): what holds when clients race each other, exhaust what the
-driver shares, hang the GPU on purpose again and again, and rewrite memory after submit with
-the CS checker off.
+driver shares, and hang the GPU on purpose again and again. Split by concept from it:
+test_security_interrupt_storms.py (the IH ring overflowed, interrupt storms and the job
+timer) and test_security_checker_off.py (the CS checker off, the MMU alone).
 
 - Threads: several client threads on one driver, some on one shared file, some on files of
   their own that they close and reopen, racing CS, WAIT_CS, GEM_VA MAP/UNMAP/REPLACE,
@@ -11,14 +12,13 @@ the CS checker off.
   holds what it held at bring-up: no BO, no shadow copy, no VMID owner, no entity, no
   pending fence, the heaps as they were.
 - Exhaustion by one client: more files than VMIDs with jobs held in the GPU, VRAM and GTT
-  filled: another client's jobs still complete, each refusal names what ran out, and all of
-  it comes back when the hostile client goes.
+  filled, the shadow pool filled behind a held CP, an open that fails half way, OS mappings
+  and descriptors: another client's jobs still complete, each refusal names what ran out,
+  and all of it comes back when the hostile client goes.
 - A client hanging every ring on purpose, again and again: the innocent client's jobs
   complete with their results, every guilty context reads GUILTY, nothing leaks, and the
-  driver's record of recoveries stays bounded.
-- Checker off (isolation rests on the MMU alone): an IB rewritten while it runs reaches
-  only the client's VM; a user-fence BO unmapped and closed while a job will still signal
-  it keeps its pages until then (no one else gets them) and is freed after.
+  driver's record of recoveries stays bounded; a wedged device leaves nothing behind once
+  its files close.
 """
 
 from __future__ import annotations
@@ -29,77 +29,22 @@ import random
 import signal
 import threading
 
-import numpy as np
 import pytest
 
 import kmd_model
 from kmd_model.core.kmd import Kmd
-from kmd_model.uapi import (CsChunkDep, CsChunkFence, CsChunkIb, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs,
-                            GemMmapArgs, GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, MappingRevoked, Request,
-                            ResetStatus, VaOp)
-from spec import ih as ih_spec
+from kmd_model.uapi import (CsChunkDep, CsChunkIb, CtxArgs, CtxOp, Domain, GemCloseArgs, GemCreateArgs, GemMmapArgs,
+                            GemVaArgs, GemWaitIdleArgs, HwIp, KmdError, MappingRevoked, Request, ResetStatus, VaOp)
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import RWX, Client
 from tests.kmd_sched.sched_helpers import sdma_ib
 
-from ..security_helpers import EVIL, LoopingCpModel
+from ..security_helpers import EVIL, _start_state, assert_as_at_bring_up
 
 ANSWERS = {errno.EINVAL, errno.ECANCELED, errno.EIO, errno.ETIME, errno.ENOMEM, errno.ENOENT,
            errno.EBADF}
-
-
-def _start_state(kmd) -> dict:
-    return {d: h.used for d, h in kmd.bo.heaps.items()}
-
-
-def assert_as_at_bring_up(kmd, heaps: dict) -> None:
-    """Every file is closed and every ring drained: the driver holds only its own."""
-    assert kmd.wait_for(lambda: all(not s.pending and not s.queue for s in kmd.scheds), 5_000_000)
-    assert not kmd.files and not kmd.contexts
-    assert not kmd.live_bos() and kmd.shadow.used == 0
-    assert {d: h.used for d, h in kmd.bo.heaps.items()} == heaps
-    assert [v.n for v in kmd.vmids.ids if v.owner is not None] == []
-    assert not any(rq for s in kmd.scheds for rq in s.rqs) and not any(s.entities for s in kmd.scheds)
-    assert not any(s.parked for s in kmd.scheds)
-    assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
-    s = kmd.stats
-    assert s["jobs_retired"] + s["jobs_cancelled"] == s["cs"], s  # every job ended, and once
-
-
-# ------------------------------------------------------------------------------ threads
-
-def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back(monkeypatch):
-    """A file closed while one context's job hangs and another's waits behind it, the
-    close's wait for its queued jobs (Kmd.flush_file) ended by a signal: the reset
-    resubmits the innocent job after the release, and it grabs a VMID for the closed file's
-    VM. It was kept by the dead VM (and the address of its freed page directory) until
-    another VM stole it."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, hw_submission_limit=1)
-    heaps = _start_state(kmd)
-    c = Client()
-    bo = c.bo(0x1000)
-    ctx2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
-    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
-    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x200), ctx=ctx2)
-    assert (len(kmd.sched.pending), len(kmd.sched.queue)) == (1, 1)
-    came = []
-    prev = signal.signal(signal.SIGUSR1, lambda *_: came.append(kmd.lock.owned()))
-    flush = kmd.flush_file
-
-    def interrupted(file):
-        signal.raise_signal(signal.SIGUSR1)  # held: it ends the wait, its handler runs as close returns
-        return flush(file)
-    monkeypatch.setattr(kmd, "flush_file", interrupted)
-    try:
-        c.f.close()
-    finally:
-        signal.signal(signal.SIGUSR1, prev)
-    assert came == [False] and kmd.stats["resets"] == 0 and len(kmd.sched.queue) == 1  # (released, still queued)
-    assert_as_at_bring_up(kmd, heaps)
-    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)  # (queue 0's reset)
-    assert kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
 
 
 def _client_thread(i: int, seed: int, shared: Client, sbo, files: list, errors: list, seqs: dict,
@@ -191,6 +136,53 @@ def _innocent_thread(seed: int, victim: Client, vbo, vhigh: int, wrote: dict, er
         errors.append(f"innocent: {type(e).__name__}: {e}")
 
 
+def _fill(c: Client, domain: Domain) -> list[int]:
+    handles, size = [], 1 << 26
+    while size >= 0x1000:
+        try:
+            handles.append(c.io(Request.GEM_CREATE, GemCreateArgs(size, 0, domain, 0)).handle)
+        except KmdError as e:
+            assert e.errno == errno.ENOMEM
+            size >>= 1
+    return handles
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_closed_files_job_that_runs_after_the_close_gives_its_vmid_back(monkeypatch):
+    """A file closed while one context's job hangs and another's waits behind it, the
+    close's wait for its queued jobs (Kmd.flush_file) ended by a signal: the reset
+    resubmits the innocent job after the release, and it grabs a VMID for the closed file's
+    VM. It was kept by the dead VM (and the address of its freed page directory) until
+    another VM stole it."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, hw_submission_limit=1)
+    heaps = _start_state(kmd)
+    c = Client()
+    bo = c.bo(0x1000)
+    ctx2 = c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x200), ctx=ctx2)
+    assert (len(kmd.sched.pending), len(kmd.sched.queue)) == (1, 1)
+    came = []
+    prev = signal.signal(signal.SIGUSR1, lambda *_: came.append(kmd.lock.owned()))
+    flush = kmd.flush_file
+
+    def interrupted(file):
+        signal.raise_signal(signal.SIGUSR1)  # held: it ends the wait, its handler runs as close returns
+        return flush(file)
+    monkeypatch.setattr(kmd, "flush_file", interrupted)
+    try:
+        c.f.close()
+    finally:
+        signal.signal(signal.SIGUSR1, prev)
+    assert came == [False] and kmd.stats["resets"] == 0 and len(kmd.sched.queue) == 1  # (released, still queued)
+    assert_as_at_bring_up(kmd, heaps)
+    assert (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)  # (queue 0's reset)
+    assert kmd.vmids.grabs == 2  # the innocent job did run, on a VMID of its own
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(seed):
     kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=seed % 2 == 0,
@@ -222,8 +214,6 @@ def test_client_threads_racing_on_one_driver_lose_no_job_and_leave_it_as_it_was(
         c.f.close()
     assert_as_at_bring_up(kmd, heaps)
 
-
-# ------------------------------------------------------------------------------ exhaustion
 
 def test_more_files_than_vmids_with_jobs_held_delay_but_do_not_stop_another_client():
     kmd = kmd_model.bind(RefModel(), job_timeout=20_000, fallback_poll=1_000)
@@ -278,17 +268,6 @@ def test_a_client_that_holds_the_cp_and_fills_the_shadow_pool_only_delays_anothe
     assert_as_at_bring_up(kmd, heaps)
 
 
-def _fill(c: Client, domain: Domain) -> list[int]:
-    handles, size = [], 1 << 26
-    while size >= 0x1000:
-        try:
-            handles.append(c.io(Request.GEM_CREATE, GemCreateArgs(size, 0, domain, 0)).handle)
-        except KmdError as e:
-            assert e.errno == errno.ENOMEM
-            size >>= 1
-    return handles
-
-
 def test_a_client_that_fills_vram_and_gtt_denies_only_new_memory_and_gives_it_all_back():
     kmd = kmd_model.bind(RefModel())
     heaps = _start_state(kmd)
@@ -321,33 +300,6 @@ def test_a_client_that_fills_vram_and_gtt_denies_only_new_memory_and_gives_it_al
     assert_as_at_bring_up(kmd, heaps)
 
 
-@pytest.mark.parametrize("cs_check", [True, False])
-def test_a_clients_interrupt_storm_overflows_the_ih_ring_without_losing_another_clients_fence(cs_check):
-    """600 interrupting RELEASE_MEMs in one IB fill an 8-entry IH ring many times over; with the
-    checker off the IB then faults, and its error entry is among the dropped ones: the driver
-    finds the error by STATUS, blames the storm's context, and the other client's jobs complete."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, cs_check=cs_check, ih_log2_entries=3)
-    h, v = Client(), Client()
-    hbo, vbo = h.bo(0x10000), v.bo(0x1000)
-    words = [w for i in range(600) for w in pm4.release_mem(hbo.addr + 0x8000 + 4 * (i % 64), i, int_sel=2)]
-    if not cs_check:
-        words += pm4.write_data(0x3000_0000, [EVIL])  # unmapped: a VM fault after the storm
-    seq = h.submit(h.ib(hbo, words))
-    vseqs = [v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100 + 4 * i, [5 + i]), 0x200 * i)) for i in range(3)]
-    if cs_check:
-        assert h.wait(seq)
-    else:
-        with pytest.raises(KmdError) as ei:
-            h.wait(seq)
-        assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
-        assert ei.value.info.ctx_id == h.ctx and (kmd.stats["queue_resets"], kmd.stats["resets"]) == (1, 0)
-        assert set(kmd.ih.by_source) == {"EOP"}  # the fault's entry was dropped: found by STATUS
-    assert all(v.wait(s) for s in vseqs) and vbo.u32[0x40:0x43].tolist() == [5, 6, 7]
-    s = kmd.kmd_stats()
-    assert s["ih_entries"] < 600 and s["spurious_interrupts"] == 0  # entries were dropped, and that was seen
-    assert v.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE, v.ctx)).error is None
-
-
 def test_an_open_that_fails_half_way_through_its_page_tables_keeps_nothing():
     """Three levels: an open makes the root and the table the kernel's range hangs from. With
     one VRAM page free (another client holds the rest) the root took it and the second table
@@ -371,147 +323,6 @@ def test_an_open_that_fails_half_way_through_its_page_tables_keeps_nothing():
     hostile.f.close()
     Client().f.close()  # and an open works again
 
-
-class StormingIhModel(RefModel):
-    """An interrupt storm that outlasts the handler (on the RTL: a CHAIN loop around an
-    interrupting RELEASE_MEM, with the checker off): while `storming`, every IH_RPTR the
-    handler writes is answered by another EOP entry."""
-
-    storming = False
-    entries = 0
-
-    def mmio_write32(self, offset: int, value: int) -> None:
-        from kmd_model import regs
-        super().mmio_write32(offset, value)
-        if self.storming and offset == regs.IH_RPTR.ADDR:
-            self.entries += 1
-            self._ih_append(ih_spec.Source.EOP, 0, 0, 0, 0, event=regs.INT_STATUS.EOP.mask)
-
-
-def test_an_interrupt_storm_that_never_ends_does_not_keep_the_handler_from_the_job_timer():
-    """The handler took entries until the IH ring was empty, re-reading the wptr: with entries
-    coming as fast as it took them it never returned (198,670 in 5 s), the job timer never
-    ran, and a WAIT_CS ran past its own timeout. Now it takes two rings' worth a call."""
-    from kmd_model import regs
-    dev = StormingIhModel()
-    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1_000, ih_log2_entries=3)
-    c = Client()
-    bo = c.bo(0x1000)
-    seq = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # held: only its timeout ends it
-    dev.storming = True
-    dev._ih_append(ih_spec.Source.EOP, 0, 0, 0, 0, event=regs.INT_STATUS.EOP.mask)
-    out: list = []
-
-    def wait() -> None:
-        try:
-            out.append(c.wait(seq, 200_000))
-        except KmdError as e:
-            out.append(e)
-    t = threading.Thread(target=wait, daemon=True)
-    t.start()
-    t.join(timeout=10)
-    hung = t.is_alive()
-    dev.storming = False  # (so a handler that never returns does, and the thread ends)
-    t.join(timeout=10)
-    assert not hung, f"the handler took {dev.entries} entries and did not return"
-    assert isinstance(out[0], KmdError) and out[0].info.code == "TIMEOUT" and kmd.stats["job_timeouts"] == 1
-    other = Client()  # and the driver runs on
-    obo = other.bo(0x1000)
-    assert other.run(obo, pm4.write_data(obo.addr + 0x100, [5])) and obo.u32[0x40] == 5
-
-
-def test_an_sdma_poll_storm_that_overflows_the_ih_ring_loses_no_high_priority_fence():
-    """An SDMA job of POLL_REGMEMs each giving up after one cycle raises a POLL_TIMEOUT entry a
-    cycle: with a 4-entry IH ring, an innocent client's gfx_high job's EOP entry was dropped.
-    The handler, finding the ring empty with IH_OVERFLOW set, polled the gfx and SDMA fences,
-    not the CP's second queue's, and the storm kept the line high so the fallback poll never
-    ran: the job had finished, and its WAIT_CS ran out (ETIME after 10,000 cycles). (The
-    fallback poll is kept out of it here: the overflow alone must be enough.)"""
-    kmd = kmd_model.bind(RefModel(), fallback_poll=1 << 40, ih_log2_entries=2, cap_sys_nice=True)
-    h, v = Client(), Client()
-    hbo, vbo = h.bo(0x100000), v.bo(0x1000)
-    high = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=512)).ctx_id
-    words = [w for _ in range(20_000) for w in sdma.poll_regmem(hbo.addr + 0xFF000, 1, 0xFFFF_FFFF, "EQ",
-                                                                interval=0, retry_count=1)]
-    h.submit(sdma_ib(hbo, words))
-    t0 = kmd.dev.now()
-    seq = v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])), ctx=high)
-    assert v.wait(seq, 10_000, ctx=high) and vbo.u32[0x40] == 5
-    assert kmd.dev.now() - t0 < 2_000 and kmd.stats["job_timeouts"] == kmd.stats["resets"] == 0
-
-
-class SdmaStormIhModel(RefModel):
-    """An SDMA interrupt storm that outlasts the handler (on the RTL: an SDMA job of
-    POLL_REGMEMs giving up every few cycles, which no checker refuses) after an overflow:
-    while `storming`, every IH_RPTR the handler writes is answered by another SDMA
-    POLL_TIMEOUT entry, and the CP's EOP entries are dropped, as a full ring drops them."""
-
-    storming = False
-
-    def _ih_append(self, source, d0, d1, d2, d3, client=ih_spec.Client.GRBM_CP, vmid=0, event=0):
-        from kmd_model import regs
-        if self.storming and source == ih_spec.Source.EOP:
-            self._store[self._off["INT_STATUS"]] |= regs.INT_STATUS.IH_OVERFLOW.mask
-            return
-        super()._ih_append(source, d0, d1, d2, d3, client=client, vmid=vmid, event=event)
-
-    def mmio_write32(self, offset: int, value: int) -> None:
-        from kmd_model import regs
-        super().mmio_write32(offset, value)
-        if self.storming and offset == regs.IH_RPTR.ADDR:
-            self._ih_append(ih_spec.Source.SDMA_POLL_TIMEOUT, 0x1000, 0, 0, 0, client=ih_spec.Client.SDMA0)
-
-
-@pytest.mark.parametrize("priority", [0, 512])
-def test_a_fence_whose_eop_entry_was_dropped_signals_by_the_fallback_poll_through_an_interrupt_storm(priority):
-    """The fallback poll (amdgpu's fence fallback timer) ran only when no interrupt came for
-    `fallback_poll` cycles, and the handler polled fences only when it found the IH ring
-    empty: with SDMA entries coming as fast as the handler took them, a gfx or gfx_high job
-    whose EOP entry an overflow had dropped was never seen to finish. Its WAIT_CS ran out
-    (ETIME), and then the job timer took the finished job for stuck and reset its ring.
-    Now the fallback poll runs every `fallback_poll` cycles whatever the interrupts do."""
-    dev = SdmaStormIhModel()
-    kmd = kmd_model.bind(dev, job_timeout=50_000, fallback_poll=1_000, cap_sys_nice=True)
-    v = Client()
-    vbo = v.bo(0x1000)
-    ctx = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
-    dev.storming = True
-    dev._ih_append(ih_spec.Source.SDMA_POLL_TIMEOUT, 0x1000, 0, 0, 0, client=ih_spec.Client.SDMA0)
-    t0 = dev.now()
-    try:
-        seq = v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])), ctx=ctx)
-        assert v.wait(seq, 20_000, ctx=ctx) and vbo.u32[0x40] == 5
-        # (each handler call takes its two rings' worth, 512 entries, 8 cycles each to ack)
-        assert dev.now() - t0 < 3 * 512 * 8
-    finally:
-        dev.storming = False
-    assert kmd.stats["job_timeouts"] == kmd.stats["resets"] == kmd.stats["queue_resets"] == 0
-    assert kmd.ih.by_source.get("EOP", 0) == 1  # (the ring test's: the job's was dropped)
-
-
-@pytest.mark.parametrize("priority", [0, 512])
-def test_the_job_timer_does_not_reset_a_job_whose_fence_is_in_memory(priority):
-    """A job whose EOP entry was dropped, its fence not polled yet (the storm above, a
-    `fallback_poll` longer than `job_timeout`): the job timer found its ring still and took the
-    finished job for stuck, a full reset of the device for a gfx job (every ring's jobs
-    resubmitted), a queue reset for a gfx_high one. It reads the ring's fence memory first
-    now: a job that has finished is retired, not reset."""
-    dev = SdmaStormIhModel()
-    kmd = kmd_model.bind(dev, job_timeout=5_000, fallback_poll=1 << 40, cap_sys_nice=True)
-    v = Client()
-    vbo = v.bo(0x1000)
-    ctx = v.io(Request.CTX, CtxArgs(CtxOp.ALLOC, priority=priority)).ctx_id
-    dev.storming = True
-    dev._ih_append(ih_spec.Source.SDMA_POLL_TIMEOUT, 0x1000, 0, 0, 0, client=ih_spec.Client.SDMA0)
-    try:
-        seq = v.submit(v.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])), ctx=ctx)
-        assert v.wait(seq, 100_000, ctx=ctx) and vbo.u32[0x40] == 5
-    finally:
-        dev.storming = False
-    assert kmd.stats["job_timeouts"] == kmd.stats["resets"] == kmd.stats["queue_resets"] == 0
-
-
-# ------------------------------------------------------------------------------ hangs on purpose
 
 def test_a_client_hanging_every_ring_again_and_again_leaves_the_innocent_one_and_the_driver_whole(monkeypatch):
     monkeypatch.setattr(Kmd, "RECOVERY_KEPT", 8, raising=False)
@@ -570,86 +381,6 @@ def test_a_wedged_device_leaves_nothing_behind_once_its_files_close():
     assert kmd.bo.quarantined > 0
     assert [len(s.fence_drv.pending) for s in kmd.scheds] == [0] * len(kmd.scheds)
     assert kmd.stats["jobs_retired"] + kmd.stats["jobs_cancelled"] == kmd.stats["cs"]
-
-
-# ------------------------------------------------------------------------------ checker off
-
-def test_with_the_checker_off_an_ib_rewritten_while_it_runs_reaches_only_the_clients_vm():
-    kmd = kmd_model.bind(RefModel(), job_timeout=8_000, fallback_poll=1_000, cs_check=False)
-    victim = Client()
-    vbo = victim.bo(0x4000)
-    h = Client()
-    hbo = h.bo(0x4000)
-    flag = hbo.addr + 0x3000
-    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(flag, 1, 1, "EQ") + pm4.pad(32)))  # NOPs after the wait
-    later = pm4.write_data(victim.phys(vbo) + 0x100, [EVIL])  # the victim's page by its physical address
-    hbo.u32[7:7 + len(later)] = later  # rewritten while the CP waits, then let go
-    hbo.u32[flag - hbo.addr >> 2] = 1
-    with pytest.raises(KmdError) as ei:
-        h.wait(seq)
-    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "VM_FAULT"
-    assert ei.value.info.offset == 4 * 7  # the rewritten packet ran: the MMU stopped it
-    assert not vbo.u32.any() and kmd.stats["vm_faults"] == 1
-    assert victim.run(vbo, pm4.write_data(vbo.addr + 0x100, [5])) and vbo.u32[0x40] == 5
-
-
-def test_with_the_checker_off_a_user_fence_bo_closed_before_its_job_signals_keeps_its_pages_until_then():
-    kmd = kmd_model.bind(RefModel(), job_timeout=50_000, fallback_poll=1_000, cs_check=False)
-    heaps = _start_state(kmd)
-    h = Client()
-    hbo = h.bo(0x1000)
-    fence = h.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
-    h.io(Request.GEM_VA, GemVaArgs(fence, VaOp.MAP, 0x2000_0000, 0, 0x1000, RWX))
-    phys = h.f.handles[fence].gpu_addr
-    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")), CsChunkFence(fence, 0x10))
-    h.io(Request.GEM_VA, GemVaArgs(fence, VaOp.UNMAP, 0x2000_0000))
-    h.io(Request.GEM_CLOSE, GemCloseArgs(fence))
-    victim = Client()
-    got = [victim.io(Request.GEM_CREATE, GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle for _ in range(64)]
-    assert phys not in [victim.f.handles[g].gpu_addr for g in got]  # not handed out while the job may write it
-    hbo.u32[0x200] = 1
-    assert h.wait(seq)
-    mem32 = np.asarray(kmd.dev.mem).view("<u4")
-    assert mem32[(phys + 0x10) // 4] == seq  # the fence landed in the closed BO's own page
-    assert [b for b in kmd.live_bos(h.f) if b.gpu_addr == phys] == []  # freed once signalled
-    for g in got:
-        assert not victim.io(Request.GEM_MMAP, GemMmapArgs(g)).view.any()
-    for c in (h, victim):
-        c.f.close()
-    assert_as_at_bring_up(kmd, heaps)
-
-
-
-def test_with_the_checker_off_a_job_that_moves_for_ever_is_reset_after_its_limit():
-    """Unchecked, a CHAIN loop keeps the fetch counter moving, which restarted the job timer
-    at every look: the ring was the hostile job's for ever and every other client's WAIT_CS
-    ran out (ETIME). Now it runs unchecked_job_timeouts job timeouts at most: the time rule,
-    the backstop (its 4,096 dwords a look stay far under the dword rule's 2 * max_job_dw)."""
-    dev = LoopingCpModel()
-    kmd = kmd_model.bind(dev, job_timeout=10_000, fallback_poll=1_000, cs_check=False, unchecked_job_timeouts=8)
-    h = Client()
-    hbo = h.bo(0x1000)
-    seq = h.submit(h.ib(hbo, pm4.wait_reg_mem(hbo.addr + 0x800, 1, 1, "EQ")))
-    dev.looping = True
-    victim = Client()
-    vbo = victim.bo(0x1000)
-    t0 = dev.now()
-    vseq = victim.submit(victim.ib(vbo, pm4.write_data(vbo.addr + 0x100, [5])))
-    assert victim.wait(vseq, 1_000_000) and vbo.u32[0x40] == 5
-    assert 8 * 10_000 <= dev.now() - t0 < 10 * 10_000  # the limit, and a timer period more at most
-    with pytest.raises(KmdError) as ei:
-        h.wait(seq)
-    e = ei.value
-    assert e.errno == errno.ECANCELED and e.info.code == "TIMEOUT"
-    assert e.message.startswith("WAIT_CS: job 0x1 timed out on gfx: ran ")
-    assert "cycles unchecked (cs_check off), more than 8 job timeouts" in e.message
-    assert kmd.stats["job_timeouts"] == 1
-
-
-# ------------------------------------------------------------------------------ the process's own limits
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the process's descriptors in /proc")

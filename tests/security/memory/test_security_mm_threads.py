@@ -16,7 +16,7 @@ from kmd_model.uapi import CsChunkFence, CsChunkIb, CtxOp, Domain, KmdError, Map
 from spec import pm4
 from testbench.refmodel import RefModel
 
-from tests.security.limits.test_security_time_and_state import _start_state, assert_as_at_bring_up
+from tests.security.security_helpers import _start_state, assert_as_at_bring_up
 
 RWX = VmFlags.READABLE | VmFlags.WRITEABLE | VmFlags.EXECUTABLE
 
