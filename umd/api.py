@@ -39,6 +39,11 @@ from .winsys import Winsys
 
 @dataclass(frozen=True)
 class DispatchTable:
+    """One API version (umd.TABLES[version]): `version`; `flush_threshold`, the commands a
+    queue records before it flushes by itself; `entries`, each entry point's name
+    ("Queue.write") and the function serving it in this version; `notes`, what the version
+    changed. A Device or Queue of the version looks its calls up here."""
+
     version: int
     flush_threshold: int  # commands recorded before an implicit flush
     entries: dict[str, Callable] = field(default_factory=dict)
@@ -54,6 +59,9 @@ class DispatchTable:
 
     def derive(self, version: int, *, add: dict[str, Callable] = {}, remove: tuple[str, ...] = (),
                notes: str, **defaults) -> "DispatchTable":
+        """The table of API version `version`: this one's entries with `add` added or
+        replacing theirs and `remove` gone, `notes` saying what changed, and any of the
+        defaults (flush_threshold=...) changed."""
         entries = {k: v for k, v in self.entries.items() if k not in remove}
         entries.update(add)
         return replace(self, version=version, entries=entries, notes=notes, **defaults)
@@ -143,6 +151,7 @@ def _entry_points(kind: str) -> str:
 
 
 for _cls in (rt.Device, queue.Queue):
+    _cls._own_doc = _cls.__doc__  # (what the class says of itself, without the list: docs/api.md's)
     _cls.__doc__ = (_cls.__doc__ or "").rstrip() + _entry_points(_cls._kind)
 
 # The names other runtimes give these calls (the C library's, CUDA's, OpenCL's): a call by

@@ -37,8 +37,10 @@ class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
 
     _what = "a queue's fence"
-    queue = fixed("Event", "queue")
-    value = fixed("Event", "value")  # (a Timestamp's is its sample: its own property)
+    queue = fixed("Event", "queue", doc="the Queue whose signal() made it")
+    # (a Timestamp's is its sample: its own property)
+    value = fixed("Event", "value", doc="its timeline value: the number the GPU writes to its queue's fence "
+                                        "when it gets here")
     # what the UMD records of it as its queue flushes it: `ev.seq = 0` made the next wait()
     # wait for (and return True on) another submission, `ev.pending = None` lost an async flush
     seq = record("Event", "seq", "the seqno of the submission carrying it, once its queue flushed it")
@@ -203,8 +205,10 @@ class Timestamp(Event):
 
     slot = record("Timestamp", "slot", "the dword pair of its queue's page the GPU writes its sample to")
     index = record("Timestamp", "index", "the queue's how-manieth timestamp it is")
-    cycles = property(_cycles, _read_only)
-    value = property(_cycles, _read_only)  # type: ignore[assignment]  (Event's timeline value, here the sample)
+    cycles = property(_cycles, _read_only, doc="the 48-bit GPU clock, in cycles, when the queue got here: "
+                                               "ValueError before wait() saw it written (read-only)")
+    value = property(_cycles, _read_only,  # type: ignore[assignment]  (Event's timeline value, here the sample)
+                     doc="the same as cycles: a timestamp's value is its clock sample (read-only)")
 
 
 # -- entry points (the dispatch tables name these)

@@ -94,15 +94,16 @@ class IbPool:
         return buf
 
 
-def _knob(name: str, check):
+def _knob(name: str, check, doc: str):
     """A queue setting the app may change after queue(), checked as queue() checks it:
     `q.max_inflight = 0` ended the next flush in an IndexError, `q.dma_chunk = 0` a copy in
-    a ZeroDivisionError, `q.flush_threshold = 0` was taken (a flush after every command)."""
+    a ZeroDivisionError, `q.flush_threshold = 0` was taken (a flush after every command).
+    `doc`: what it is, for help() and docs/api.md."""
     private = "_" + name
 
     def set_(self, v) -> None:
         self.__dict__[private] = check(self, v)
-    return property(lambda self: self.__dict__[private], set_)
+    return property(lambda self: self.__dict__[private], set_, doc=f"{doc} (the app may set it)")
 
 
 def _at_least_1(name: str, none: bool = False):
@@ -126,11 +127,12 @@ def _dma_chunk(q: "Queue", v) -> int:
     return v
 
 
-def _fixed(name: str, keyword: str = ""):
+def _fixed(name: str, keyword: str = "", *, doc: str):
     """What the queue is (its engine, priority, context ...): set by queue(), read-only after
     (`q.engine = "copy"` was taken and the queue went on as a gfx queue; `q.async_submit =
     True` ended the next flush in an AttributeError)."""
-    return fixed("Queue", name, f": give it to queue() ({keyword}=...), it makes a new queue" if keyword else "")
+    return fixed("Queue", name, f": give it to queue() ({keyword}=...), it makes a new queue" if keyword else "",
+                 doc=doc)
 
 
 class Queue(_Dispatched):
@@ -141,19 +143,37 @@ class Queue(_Dispatched):
     _kind = "Queue"
     _what = "a GPU context"
     # settings the app may change (checked), and what the queue is (read-only)
-    flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"))
-    flush_dwords = _knob("flush_dwords", _at_least_1("flush_dwords", none=True))
-    max_inflight = _knob("max_inflight", _at_least_1("max_inflight"))
-    timeout = _knob("timeout", lambda q, v: _timeout("Queue.timeout", v, None))
-    dma_chunk = _knob("dma_chunk", _dma_chunk)
-    engine = _fixed("engine", "engine")
-    priority = _fixed("priority", "priority")
-    async_submit = _fixed("async_submit", "async_submit")
-    ctx_id = _fixed("ctx_id")
-    copy_engine = _fixed("copy_engine", "engine")
-    ip_type = _fixed("ip_type", "engine")
-    has_dma = _fixed("has_dma")
-    max_write_dw = _fixed("max_write_dw")
+    flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"),
+                            "commands recorded before the queue flushes by itself (>= 1; queue(flush_threshold=), "
+                            "else the API version's default: 16 in version 1, 64 from version 2)")
+    flush_dwords = _knob("flush_dwords", _at_least_1("flush_dwords", none=True),
+                         "dwords recorded before the queue flushes by itself (>= 1), or None: no such bound "
+                         "(queue(flush_dwords=))")
+    max_inflight = _knob("max_inflight", _at_least_1("max_inflight"),
+                         "submissions in flight at most (>= 1; queue(max_inflight=), 32 by default): past it a "
+                         "flush, or a new IB, first waits for the oldest to finish")
+    timeout = _knob("timeout", lambda q, v: _timeout("Queue.timeout", v, None),
+                    "GPU cycles a flush held back by max_inflight waits for the oldest submission before "
+                    "GpuTimeout (DEFAULT_TIMEOUT; None: no bound)")
+    dma_chunk = _knob("dma_chunk", _dma_chunk,
+                      "the most bytes one DMA packet of copy, fill, upload or download moves; a larger "
+                      "transfer is split (from 1 to the engine's limit, its default)")
+    engine = _fixed("engine", "engine", doc='"gfx" (the CP\'s ring, PM4 packets) or "copy" (the SDMA engine\'s '
+                                            'ring, SDMA packets): queue(engine=)')
+    priority = _fixed("priority", "priority", doc='"low", "normal" or "high": the context\'s scheduler run '
+                                                  'queue (queue(priority=))')
+    async_submit = _fixed("async_submit", "async_submit",
+                          doc="True when the device's submission thread makes the queue's CS ioctls (API version 3: "
+                              "queue(async_submit=))")
+    ctx_id = _fixed("ctx_id", doc="the id of the queue's KMD context (CTX ALLOC), as the KMD's messages name it")
+    copy_engine = _fixed("copy_engine", "engine", doc='True for a queue of engine="copy"')
+    ip_type = _fixed("ip_type", "engine", doc="the uAPI's ring type its CS ioctls name (kmd_model.uapi.HwIp: "
+                                              "GFX or DMA)")
+    has_dma = _fixed("has_dma", doc="whether its engine moves memory itself (copy, fill, upload, download as "
+                                    "DMA packets): a copy queue always, a gfx queue when the CP has a DMA engine "
+                                    "(DEV_INFO.has_dma); without it fill is dword-aligned WRITE_DATA")
+    max_write_dw = _fixed("max_write_dw", doc="the most data dwords one write packet carries (WRITE_DATA, SDMA "
+                                              "WRITE_LINEAR), and one IB holds: write() splits longer data")
 
     def __init__(self, device: Device, flush_threshold: int, ib_size_dw: int, flush_dwords: int | None = None,
                  max_inflight: int = MAX_INFLIGHT, engine: str = "gfx", priority: str = "normal"):

@@ -113,13 +113,14 @@ class _Handle:
         object.__setattr__(self, name, value)
 
 
-def fixed(kind: str, name: str, how: str = "") -> property:
+def fixed(kind: str, name: str, how: str = "", *, doc: str) -> property:
     """An attribute set when the object is made and read-only after (kept as `_<name>`):
     `q.engine = "copy"` was taken and the queue went on as a gfx queue, `ev.queue = None`
-    and `gpu.dev_info = ...` ended a later call in an AttributeError far from the line."""
+    and `gpu.dev_info = ...` ended a later call in an AttributeError far from the line.
+    `doc`: what it is, for help() and docs/api.md (umd/apidoc.py)."""
     def refuse(self, v) -> None:
         raise AttributeError(f"{kind}.{name} is fixed when the {kind.lower()} is made{how}")
-    return property(lambda self: self.__dict__["_" + name], refuse)
+    return property(lambda self: self.__dict__["_" + name], refuse, doc=f"{doc} (read-only)")
 
 
 def record(kind: str, name: str, what: str) -> property:
@@ -143,7 +144,9 @@ class _Dispatched(_Handle):
     _closed = False
     # read-only to the app: `queue.closed = False` would take calls again on a queue whose
     # context is gone (the KMD then refuses them, as not the call's own one-line error)
-    closed = property(lambda self: self._closed, lambda self, v: _refuse_closed(self))
+    closed = property(lambda self: self._closed, lambda self, v: _refuse_closed(self),
+                      doc="True once closed (its close(), its device's, or the driver's: DeviceLost); every "
+                          "entry point but close() then raises ValueError naming the call (read-only)")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -221,9 +224,14 @@ class Device(_Dispatched):
 
     _kind = "Device"
     _what = "the GPU's render node"
-    api_version = fixed("Device", "api_version", ": umd.open(api_version=...) opens another")
-    name = fixed("Device", "name")
-    dev_info = fixed("Device", "dev_info")
+    api_version = fixed("Device", "api_version", ": umd.open(api_version=...) opens another",
+                        doc="the API version the app opened it for (umd.open(api_version=...)): which entry "
+                            "points it and its queues have, and their defaults")
+    name = fixed("Device", "name", doc="the backend the device runs on, as DEV_INFO names it (\"model\", "
+                                       "\"verilator\", \"icarus\")")
+    dev_info = fixed("Device", "dev_info", doc="the KMD's DEV_INFO answer (kmd_model.uapi.DevInfo): the "
+                                               "backend, its capabilities (has_dma ...), the IB alignment "
+                                               "and size limits, the VM's range and page size")
 
     def __init__(self, table: "DispatchTable", winsys: Winsys | None = None, pools: bool = True):
         # asynchronous submission (umd/submit.py): the default of every queue's async_submit
@@ -258,6 +266,9 @@ class Device(_Dispatched):
         return self
 
     def __exit__(self, typ, exc, tb) -> None:
+        """`with umd.open() as gpu:` closes the device at the end, as close() does (every queue
+        submits and finishes what it has, every buffer is freed), even when the body raised
+        (whose exception is then the one raised)."""
         _close_after(self.close, exc)
 
 
@@ -384,12 +395,21 @@ def _alignment(self: Device, v: Any) -> int:
 
 
 def device_info(self: Device) -> Any:
-    """The KMD's DEV_INFO: backend name, capabilities, IB alignment ..."""
+    """The KMD's DEV_INFO (kmd_model.uapi.DevInfo; the same as `dev_info`): the backend
+    ("model", "verilator", "icarus"), the hardware's version, bus width and address bits,
+    its capabilities (has_dma, has_ih, sdma_rings, the packets it parses), the IB and job
+    limits (ib_align_dw, max_ib_dw, max_job_dw, max_job_ibs, max_ib_chunks), and the VM: the
+    range an app's buffers are mapped in (va_start, va_end), its page size and levels."""
     return self.dev_info
 
 
 def device_counters(self: Device) -> Any:
-    """INFO COUNTERS: hardware performance counters (packets by kind ...) and KMD statistics."""
+    """INFO COUNTERS (kmd_model.uapi.Counters): `hw`, the device's performance counters
+    (busy cycles, DMA bytes, the clock), `packets`, PERF_PACKETS by packet kind, and `kmd`,
+    the driver's statistics (ioctls, CSs, interrupts, fences, resets). The device-wide ones
+    need CAP_PERFMON (a Device over open_render_node(cap_perfmon=True), or a run with
+    `gpucosim run APP --kmd cap_perfmon=1`); without it `hw` holds the clock alone,
+    `packets` is empty and `kmd` counts this file's own work only."""
     return self.ws.query(InfoQuery.COUNTERS)
 
 
@@ -506,14 +526,21 @@ class Buffer(_Handle):
     # `buf.freed = False` a freed buffer's memory, now another buffer's.
     # (each says so by name, as a Queue's and a Device's do: it was Python's "property 'size'
     # of 'Buffer' object has no setter")
-    device = fixed("Buffer", "device")
-    backing = fixed("Buffer", "backing")
-    handle = property(lambda self: self._backing.handle, fixed("Buffer", "handle").fset)
-    bo_offset = fixed("Buffer", "bo_offset")
-    gpu_addr = fixed("Buffer", "gpu_addr", ": the UMD picks it (alloc(alignment=...) aligns it)")
-    size = fixed("Buffer", "size", ": alloc() makes a buffer of another size")
-    domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other")
-    slab = fixed("Buffer", "slab")
+    device = fixed("Buffer", "device", doc="the Device that allocated it")
+    backing = fixed("Buffer", "backing", doc="the BO it lives in (umd/winsys/pool.py's Backing: its own, a "
+                                             "cached one, or a slab's)")
+    handle = property(lambda self: self._backing.handle,
+                      fixed("Buffer", "handle", doc="").fset,
+                      doc="the GEM handle of the BO it lives in (read-only)")
+    bo_offset = fixed("Buffer", "bo_offset", doc="its offset in that BO: 0 for a BO of its own, its entry's "
+                                                 "in a slab's")
+    gpu_addr = fixed("Buffer", "gpu_addr", ": the UMD picks it (alloc(alignment=...) aligns it)",
+                     doc="its GPU virtual address, in the Device's VM: what packets name")
+    size = fixed("Buffer", "size", ": alloc() makes a buffer of another size", doc="its size in bytes, as "
+                                                                                  "alloc() was asked")
+    domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other",
+                   doc="where the kernel placed its memory: the uAPI's Domain (GTT or VRAM)")
+    slab = fixed("Buffer", "slab", doc="the slab it was carved from (a buffer of 16 KiB or less), or None")
     freed = record("Buffer", "freed", "free() sets it")
 
     def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
@@ -580,7 +607,8 @@ class Buffer(_Handle):
         return self
 
     def __exit__(self, *exc) -> None:
-        self.free()  # `with gpu.alloc(n) as buf:` frees it at the end
+        """`with gpu.alloc(n) as buf:` frees the buffer at the end, as free() does."""
+        self.free()
 
     def _range(self, call: str, offset: int, nbytes: int) -> int:
         offset = _index(call, "offset", offset)

@@ -16,6 +16,10 @@ From spec/packets.py and spec/sdma/packets.py:
                            one C name two meanings, or repeat a name of gpucosim_regs.h)
 From formal/properties.py:
   docs/formal.md           the section "The properties" (between its markers)
+From umd/'s docstrings:
+  docs/api.md              the UMD's API reference: every entry point of every API version,
+                           every attribute and method of the objects an app holds, the
+                           errors (umd/apidoc.py; it refuses a public name without a docstring)
 From spec/ih.py, spec/vm.py and spec/gfx9.py:
   docs/hardware.md         the sections "The IH entry", "Page tables and faults" and
                            "Differences from AMD gfx9" (between their markers); packets.md
@@ -300,6 +304,13 @@ def render_formal_md() -> str:
                                  properties.END, "docs/formal.md")
 
 
+def render_api_md() -> str:
+    """docs/api.md: the UMD's API reference, from its docstrings."""
+    from umd import apidoc
+
+    return apidoc.render(HEADER.format(src="umd/'s docstrings (umd/apidoc.py)"))
+
+
 # ---------------------------------------------------------------------------- driver
 
 def outputs() -> dict[Path, str]:
@@ -318,6 +329,7 @@ def outputs() -> dict[Path, str]:
         ROOT / "include" / "gpucosim_packets.h": render_packets_c(c_names),
         ROOT / "docs" / "hardware.md": render_hardware_md(),
         ROOT / "docs" / "formal.md": render_formal_md(),
+        ROOT / "docs" / "api.md": render_api_md(),
     }
 
 
