@@ -49,7 +49,7 @@ def test_multi_streams_are_timing_independent():
 
 def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
     """Some streams write random values to an enabled ring's base, size or pointer write-back
-    address mid-run (gen._ring_writes), on every ring, the write-back addresses of all four
+    address mid-run (careless.ring_writes), on every ring, the write-back addresses of all four
     (the IH ring's wptr's too): on the model they change nothing (the stream ends as it does without
     them, every register and byte alike), and a model that took them (its swwel locks
     removed) differs from it, so a side that took one is a mismatch."""
@@ -98,7 +98,7 @@ def test_careless_ring_writes_are_ignored_and_would_be_caught(monkeypatch):
 
 def test_ring_pauses_reach_every_ring_and_change_nothing_on_the_model():
     """Some streams clear a ring's enable right after a submission and set it again some cycles
-    later (gen._ring_pauses), on every CP queue and the SDMA, for every listed length: the
+    later (careless.ring_pauses), on every CP queue and the SDMA, for every listed length: the
     stream ends on the model as it does without them. (On the RTL the campaign compares them
     with the model: a pause that lost or repeated a packet is a mismatch. One that held a
     packet half taken and finished it from the same ring ends the same: the driver check
@@ -111,7 +111,7 @@ def test_ring_pauses_reach_every_ring_and_change_nothing_on_the_model():
             rings |= {st[1] for st in pauses}
             lengths |= {st[2] for st in pauses}
             streams.append(s)
-    assert rings == {"q0", "q1", "sdma"} and lengths == set(M.gen.PAUSE_CYCLES), (rings, lengths)
+    assert rings == {"q0", "q1", "sdma"} and lengths == set(M.careless.PAUSE_CYCLES), (rings, lengths)
     assert 0.15 < len(streams) / (5 * BLOCK) < 0.5, len(streams)
     for s in streams[:6]:
         bare = copy.deepcopy(s)

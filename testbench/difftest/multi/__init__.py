@@ -36,8 +36,9 @@ Modules: gen (the streams: kinds, layout slices, the generator), run (the driver
 backends run, the comparison, the cocotb side).
 """
 
-from .gen import (CP_FAULTS, ENGINES, ERROR_CLASSES, IH_LOG2_DW, KMD_TIMEOUT, M32, ORDERED, PLAN, RING_REGS,
-                  RPTR_WB, SETTLE, SHARED, MultiStream, make)
+from .careless import RING_REGS
+from .gen import (CP_FAULTS, ENGINES, ERROR_CLASSES, IH_LOG2_DW, KMD_TIMEOUT, M32, ORDERED, PLAN, RPTR_WB, SETTLE,
+                  SHARED, MultiStream, make)
 from .run import (COMPARED, Driver, by_producer, campaign, check_pair, compare, drive, expected, explain, ih_slots,
                   model_options, producer, record, replay_command, run_model, undefined)
 

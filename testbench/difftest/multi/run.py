@@ -120,11 +120,11 @@ class Driver:
         self.w(_Q[e]["doorbell"], self.wptr[e])
 
     def do_ring_write(self, name: str, value: int) -> None:
-        """A write to an enabled ring's base, size or write-back address (gen._ring_writes): ignored."""
+        """A write to an enabled ring's base, size or write-back address (careless.ring_writes): ignored."""
         self.w(getattr(regs, name), value)
 
     def do_pause(self, e: str, cycles: int) -> None:
-        """Clear a ring's enable, wait, set it again (gen._ring_pauses): the rest of its work
+        """Clear a ring's enable, wait, set it again (careless.ring_pauses): the rest of its work
         runs from the packet boundary where it paused."""
         s = self.s
         if e == "sdma":
