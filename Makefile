@@ -45,7 +45,7 @@ sim: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup --no-loadscope-reorder tests
 
-## Regenerate everything derived from spec/ (register map, headers, docs) and docs/api.md from umd/'s docstrings.
+## Regenerate everything derived from spec/ (register map, headers, docs) and docs/api.md, docs/uapi.md from the drivers' docstrings.
 gen: $(STAMP)
 	$(PY) -m spec.gen.generate
 

@@ -145,25 +145,25 @@ class Domain(IntFlag):
     address range and accounting), as on an APU. GEM_CREATE takes exactly one of them:
     amdgpu's masks (VRAM | GTT: "either") and its other domains (CPU, GDS ...) are EINVAL."""
 
-    GTT = 0x2
-    VRAM = 0x4
+    GTT = 0x2  # system memory the GPU reaches (here: the GTT heap of the device's memory)
+    VRAM = 0x4  # the GPU's own memory (here: the VRAM heap)
 
 
 class GemFlags(IntFlag):
     """GEM_CREATE flags (amdgpu's AMDGPU_GEM_CREATE_* bits); any other bit is EINVAL. Every
     new BO is zero-filled, whatever its flags (memory comes back from other clients)."""
 
-    CPU_ACCESS_REQUIRED = 1 << 0
+    CPU_ACCESS_REQUIRED = 1 << 0  # the CPU will map it (every BO is CPU-visible here: taken, no effect)
     NO_CPU_ACCESS = 1 << 1  # GEM_MMAP refuses the BO
     VRAM_CLEARED = 1 << 3  # zero-filled at creation (in either domain here)
 
 
 @dataclass
 class GemCreateArgs:
-    size: int
+    size: int  # bytes, > 0; rounded up to whole pages
     alignment: int = 0  # bytes, a power of two; 0 = page alignment
-    domain: int = Domain.GTT
-    flags: int = 0
+    domain: int = Domain.GTT  # exactly one Domain
+    flags: int = 0  # GemFlags bits
 
 
 @dataclass(frozen=True)
@@ -171,18 +171,18 @@ class GemCreateOut:
     """A new BO: its handle (the file's own, > 0) and size. Its pages are the kernel's to
     place: map it with GEM_VA to reach it from the GPU, GEM_MMAP from the CPU."""
 
-    handle: int
+    handle: int  # the BO's handle in this file: what GEM_MMAP, GEM_VA, GEM_CLOSE and a CS name
     size: int  # rounded up to whole pages (size 1: one page); more than a heap holds: ENOMEM
 
 
 @dataclass
 class GemCloseArgs:
-    handle: int
+    handle: int  # the BO to close: unmapped everywhere, freed once no job uses it
 
 
 @dataclass
 class GemMmapArgs:
-    handle: int
+    handle: int  # the BO to map for the CPU (not a NO_CPU_ACCESS one: EPERM)
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class GemMmapOut:
     """amdgpu returns an offset to pass to mmap(); here the mapping itself: a numpy
     uint8 view of the BO's bytes in device memory (writes go straight to the GPU's memory)."""
 
-    view: Any
+    view: Any  # numpy uint8 array over the BO's bytes
     size: int  # the BO's (whole pages); GEM_CLOSE revokes every view (MappingRevoked)
 
 
@@ -208,8 +208,8 @@ class VmFlags(IntFlag):
     MAP). Any other bit, amdgpu's DELAY_UPDATE (bit 0), PRT (bit 4) and MTYPE among them, is
     EINVAL: page tables are updated at once, and there are no partially resident maps."""
 
-    READABLE = 1 << 1
-    WRITEABLE = 1 << 2
+    READABLE = 1 << 1  # the GPU may read it (packets' sources, DMA reads, WAIT_REG_MEM's polls)
+    WRITEABLE = 1 << 2  # the GPU may write it (WRITE_DATA, fences, DMA writes)
     EXECUTABLE = 1 << 3  # commands (IBs) may be fetched from it
 
 
@@ -223,17 +223,17 @@ class GemVaArgs:
     mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
     unmaps the BO everywhere. Errors: see the module's docstring."""
 
-    handle: int
-    operation: int
-    va_address: int
-    offset_in_bo: int = 0
-    map_size: int = 0
-    flags: int = VmFlags.READABLE | VmFlags.WRITEABLE
+    handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores it
+    operation: int  # a VaOp
+    va_address: int  # where in the file's VM: page aligned
+    offset_in_bo: int = 0  # where in the BO the mapping starts (MAP, REPLACE): page aligned
+    map_size: int = 0  # bytes: page aligned, > 0 (UNMAP: 0 or more, only for the range check)
+    flags: int = VmFlags.READABLE | VmFlags.WRITEABLE  # VmFlags bits (MAP, REPLACE)
 
 
 @dataclass
 class GemWaitIdleArgs:
-    handle: int
+    handle: int  # the BO whose jobs to wait for
     timeout: int  # simulated cycles; 0 = just ask
 
 
@@ -243,14 +243,16 @@ class GemWaitIdleOut:
     or naming it in a fence chunk) has not finished. A wait that runs out answers busy, no
     error (amdgpu's out.status), unlike WAIT_CS's ETIME."""
 
-    busy: bool
+    busy: bool  # True: a job that may use it still runs (or waits to)
 
 
 # ----------------------------------------------------------------------------- contexts
 
 class CtxOp(IntEnum):
-    ALLOC = 1
-    FREE = 2
+    """CTX operations (amdgpu's AMDGPU_CTX_OP_*)."""
+
+    ALLOC = 1  # a new context (CtxArgs.priority): its id comes back in CtxOut.ctx_id
+    FREE = 2  # free context ctx_id: its queued jobs still run; its id may be handed out again
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
     QUERY_STATE = 3
@@ -268,21 +270,21 @@ class CtxPriority(IntEnum):
     for an invalid priority only in AMDGPU_SCHED (amdgpu_sched_ioctl). The other CTX ops
     take priority 0 alone (EINVAL otherwise), where amdgpu ignores the field."""
 
-    UNSET = -2048
-    VERY_LOW = -1023
-    LOW = -512
-    NORMAL = 0
-    HIGH = 512
-    VERY_HIGH = 1023
+    UNSET = -2048  # read as NORMAL
+    VERY_LOW = -1023  # the LOW run queue
+    LOW = -512  # the LOW run queue
+    NORMAL = 0  # the NORMAL run queue
+    HIGH = 512  # the HIGH run queue: needs CAP_SYS_NICE
+    VERY_HIGH = 1023  # the HIGH run queue: needs CAP_SYS_NICE
 
 
 class HwIp(IntEnum):
     """CS ring choice: the hardware IP type (amdgpu's AMDGPU_HW_IP_*). This device has GFX
     ring 0 always and DMA ring 0 when it has an SDMA engine (DEV_INFO.sdma_rings)."""
 
-    GFX = 0
-    COMPUTE = 1
-    DMA = 2
+    GFX = 0  # the CP's ring (PM4 packets)
+    COMPUTE = 1  # not on this device: a CS naming it is EINVAL, as every type below
+    DMA = 2  # the SDMA engine's ring (SDMA packets), when DEV_INFO.sdma_rings is 1
     UVD = 3
     VCE = 4
     UVD_ENC = 5
@@ -306,7 +308,10 @@ class CtxQueryFlags(IntFlag):
 
 
 class ResetStatus(IntEnum):
-    NO_RESET = 0
+    """CTX QUERY_STATE's `reset_status` (amdgpu's AMDGPU_CTX_*_RESET), and each ring's in
+    `ring_status`."""
+
+    NO_RESET = 0  # no reset touched this context's work
     GUILTY = 1  # this context's work caused a reset. A queue reset (every ring's first step: gfx,
     # gfx_high, sdma0): its jobs of that ring were cancelled, and it submits on (to every ring)
     # until it has caused ban_after_hangs resets (then EIO). A full reset (a queue reset that
@@ -319,9 +324,9 @@ class ResetStatus(IntEnum):
 
 @dataclass
 class CtxArgs:
-    op: int
-    ctx_id: int = 0
-    flags: int = 0
+    op: int  # a CtxOp
+    ctx_id: int = 0  # the context (FREE, QUERY_STATE); 0 for ALLOC
+    flags: int = 0  # none defined: 0 (else EINVAL)
     priority: int = CtxPriority.NORMAL  # read by ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
 
@@ -332,19 +337,19 @@ class HwErrorInfo:
 
     code: str  # CpError name, or "TIMEOUT" for a job that ran past the job timeout
     level: str  # "RING", "IB1", "IB2"
-    opcode: int
+    opcode: int  # the packet's opcode (PM4's IT_OPCODE, or the SDMA packet's)
     opcode_name: str | None  # from spec/packets.py (an SDMA error: spec/sdma/packets.py), None for unknown opcodes
     offset: int  # byte offset of the packet header in its ring / IB
     addr: int  # CP_ERROR_ADDR
     seq: int  # seqno of the guilty job
-    ctx_id: int
+    ctx_id: int  # the guilty job's context
     message: str  # "illegal opcode 0x7b at IB1+0x40 (0x201040), context 3"
 
 
 @dataclass(frozen=True)
 class CtxOut:
-    ctx_id: int = 0
-    reset_status: ResetStatus = ResetStatus.NO_RESET
+    ctx_id: int = 0  # ALLOC: the new context's id (> 0)
+    reset_status: ResetStatus = ResetStatus.NO_RESET  # QUERY_STATE: the context's, over every ring
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,
     # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
@@ -369,14 +374,14 @@ class CsChunkIb:
     VM fault when it runs). flags: none defined (non-zero: EINVAL). All IB chunks of a CS
     name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
-    size_dw: int
-    handle: int = 0
-    offset: int = 0
-    gpu_addr: int | None = None
-    flags: int = 0
+    size_dw: int  # the IB's size in dwords
+    handle: int = 0  # the BO holding the IB, or 0: by gpu_addr
+    offset: int = 0  # the IB's byte offset in that BO
+    gpu_addr: int | None = None  # the IB's GPU virtual address (handle 0)
+    flags: int = 0  # none defined: 0
     ip_type: int = HwIp.GFX  # the ring: HW IP type, instance and ring index (drm_amdgpu_cs_chunk_ib)
-    ip_instance: int = 0
-    ring: int = 0
+    ip_instance: int = 0  # 0: every HW IP has one instance
+    ring: int = 0  # 0: each HW IP type has one ring here
 
 
 @dataclass
@@ -386,11 +391,11 @@ class CsChunkDep:
     to the ring (ip_type, ip_instance, ring). The jobs may be on different rings; the wait is
     the scheduler's, on the GPU's side of the CS (no CPU round trip for the client)."""
 
-    ip_type: int
-    ring: int
-    ctx_id: int
-    handle: int
-    ip_instance: int = 0
+    ip_type: int  # the ring the job waited for ran on: HW IP type ...
+    ring: int  # ... and ring index
+    ctx_id: int  # the context (of this file) that submitted it
+    handle: int  # its seqno (CsOut.seq), or 0xFFFFFFFF: the context's latest on that ring
+    ip_instance: int = 0  # 0
 
 
 @dataclass
@@ -401,14 +406,17 @@ class CsChunkFence:
     holds it until it ends. One per CS; an unknown handle or an offset not dword aligned
     inside the BO: EINVAL."""
 
-    handle: int
-    offset: int
+    handle: int  # the BO the seqno is written to
+    offset: int  # the dword's byte offset in it
 
 
 @dataclass
 class CsArgs:
-    ctx_id: int
-    chunks: list = field(default_factory=list)
+    """One submission (drm_amdgpu_cs): a job of context `ctx_id` running its IB chunks in
+    order, after the jobs its dependency chunks name, writing its fence chunk's user fence."""
+
+    ctx_id: int  # the context submitting (the file's own)
+    chunks: list = field(default_factory=list)  # CsChunkIb (at least one), CsChunkDep, CsChunkFence
 
 
 @dataclass(frozen=True)
@@ -422,8 +430,8 @@ class WaitCsArgs:
     context's seqnos are one sequence over all its rings. 0xFFFFFFFF is no "latest" here
     (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL."""
 
-    ctx_id: int
-    seq: int
+    ctx_id: int  # the context that submitted the job
+    seq: int  # its seqno (CsOut.seq)
     timeout: int  # simulated cycles; 0 = just ask (no ETIME); 2**64 - 1: no bound but the job timer
 
 
@@ -435,36 +443,39 @@ class WaitCsOut:
 # ----------------------------------------------------------------------------- INFO
 
 class InfoQuery(IntEnum):
-    FW_VERSION = 0x0E
-    DEV_INFO = 0x16
-    MEMORY = 0x19
+    """INFO queries (amdgpu's AMDGPU_INFO_*, and one of this KMD's own); the answer's class
+    is INFO_OUT[query]."""
+
+    FW_VERSION = 0x0E  # the driver's name and version, the hardware's register interface version
+    DEV_INFO = 0x16  # what the device is and can do, and the file's VM range
+    MEMORY = 0x19  # the heaps' sizes and use (every client's: as AMDGPU_INFO_MEMORY)
     VM_FAULT = 0x23  # AMDGPU_INFO_GPUVM_FAULT: the last VM fault of the file's VM
     COUNTERS = 0x80  # gpucosim: hardware performance counters + driver statistics
 
 
 @dataclass
 class InfoArgs:
-    query: int
+    query: int  # an InfoQuery
 
 
 @dataclass(frozen=True)
 class FwVersionInfo:
-    kmd_name: str
-    kmd_version: tuple[int, int, int]
+    kmd_name: str  # "gpucosim"
+    kmd_version: tuple[int, int, int]  # KMD_VERSION: (major, minor, patchlevel)
     hw_version: tuple[int, int, int]  # register interface (VERSION)
 
 
 @dataclass(frozen=True)
 class DevInfo:
     backend: str  # Device.name: "model", "verilator", "icarus"
-    hw_version: tuple[int, int, int]
-    bus_bytes: int
-    addr_bits: int
-    ib_levels: int
-    has_dma: bool
-    has_ih: bool
+    hw_version: tuple[int, int, int]  # the register interface's (VERSION)
+    bus_bytes: int  # the memory bus's width in bytes (CAPS.BUS_BYTES_LOG2)
+    addr_bits: int  # bus address bits (CAPS.ADDR_BITS)
+    ib_levels: int  # IB nesting the CP runs: 2 is IB1s and the IB2s they call (CAPS.IB_LEVELS)
+    has_dma: bool  # the CP has a DMA engine: DMA_DATA runs (CAPS.DMA)
+    has_ih: bool  # the device writes an IH ring (CAPS.IH)
     dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (CAPS.DMA_MAX_LOG2); 0 without DMA
-    ring_size_dw: int
+    ring_size_dw: int  # the kernel's gfx ring, in dwords
     ib_align_dw: int  # pad IB sizes to this many dwords
     max_ib_dw: int  # largest IB_SIZE
     max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
@@ -484,15 +495,15 @@ class HeapInfo:
     """A heap's sizes in bytes (amdgpu's drm_amdgpu_heap_info): no address. Where the kernel
     places BOs is its own; a client reaches them at the VAs it maps them at."""
 
-    total: int
-    used: int
-    largest_free: int
+    total: int  # the heap's size
+    used: int  # in use, the kernel's own BOs (rings, page tables, shadow IBs) counted
+    largest_free: int  # the largest BO that fits now
 
 
 @dataclass(frozen=True)
 class MemoryInfo:
-    vram: HeapInfo
-    gtt: HeapInfo
+    vram: HeapInfo  # the VRAM heap
+    gtt: HeapInfo  # the GTT heap
 
 
 @dataclass(frozen=True)
@@ -502,10 +513,10 @@ class VmFaultInfo:
     addr: int = 0  # the faulting virtual address
     status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE); 0 when not latched for it (an SDMA
     # fault, or CP queue 1's while the register held queue 0's)
-    vmid: int = 0
+    vmid: int = 0  # the VMID the job ran with
     access: str = ""  # spec/vm.py Access name
     cause: str = ""  # spec/vm.py Cause name
-    level: int = 0
+    level: int = 0  # the page-table level the walk faulted at
 
 
 @dataclass(frozen=True)
@@ -513,9 +524,9 @@ class Counters:
     """`hw`: the PERF_* registers and TIMESTAMP; `packets`: PERF_PACKETS by packet name;
     `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...)."""
 
-    hw: dict
-    packets: dict
-    kmd: dict
+    hw: dict  # the device's performance counters by name (busy_cycles, dwords_fetched ...) and its clock (timestamp)
+    packets: dict  # packet name -> PERF_PACKETS count
+    kmd: dict  # the driver's counts by name
 
 
 INFO_OUT = {
@@ -538,3 +549,15 @@ ARGS = {
     Request.INFO: InfoArgs,
 }
 """Request -> the argument class it takes."""
+
+OUT = {
+    Request.GEM_CLOSE: None,
+    Request.GEM_CREATE: GemCreateOut,
+    Request.GEM_MMAP: GemMmapOut,
+    Request.GEM_WAIT_IDLE: GemWaitIdleOut,
+    Request.GEM_VA: None,
+    Request.CTX: CtxOut,
+    Request.CS: CsOut,
+    Request.WAIT_CS: WaitCsOut,
+}
+"""Request -> the class of what it answers (None: nothing); INFO answers INFO_OUT[query]."""

@@ -16,6 +16,10 @@ From spec/packets.py and spec/sdma/packets.py:
                            one C name two meanings, or repeat a name of gpucosim_regs.h)
 From formal/properties.py:
   docs/formal.md           the section "The properties" (between its markers)
+From kmd_model/uapi.py's docstrings and comments:
+  docs/uapi.md             the KMD's uAPI: each request, its number, the structure it takes
+                           and the one it answers; every structure's fields and every enum
+                           (kmd_model/uapidoc.py)
 From umd/'s docstrings:
   docs/api.md              the UMD's API reference: every entry point of every API version,
                            every attribute and method of the objects an app holds, the
@@ -311,6 +315,13 @@ def render_api_md() -> str:
     return apidoc.render(HEADER.format(src="umd/'s docstrings (umd/apidoc.py)"))
 
 
+def render_uapi_md() -> str:
+    """docs/uapi.md: the KMD's uAPI, from kmd_model/uapi.py."""
+    from kmd_model import uapidoc
+
+    return uapidoc.render(HEADER.format(src="kmd_model/uapi.py (kmd_model/uapidoc.py)"))
+
+
 # ---------------------------------------------------------------------------- driver
 
 def outputs() -> dict[Path, str]:
@@ -330,6 +341,7 @@ def outputs() -> dict[Path, str]:
         ROOT / "docs" / "hardware.md": render_hardware_md(),
         ROOT / "docs" / "formal.md": render_formal_md(),
         ROOT / "docs" / "api.md": render_api_md(),
+        ROOT / "docs" / "uapi.md": render_uapi_md(),
     }
 
 
