@@ -215,6 +215,7 @@ TESTS = (
     "tests/model/contract/engines/test_contract_sdma_check_order.py",
     "tests/model/contract/control/test_contract_fetch_bounds.py",
     "tests/model/contract/control/test_contract_write_back_bits.py",
+    "tests/model/contract/engines/test_contract_listed_values_act.py",
     "tests/spec/packets/test_sdma_spec.py",
     "tests/kmd/core/test_kmd_mmio.py",
     "tests/spec/test_vm_spec.py",

@@ -30,7 +30,8 @@ MODULES = ("kmd.test_kmd_ioctl", "kmd.test_kmd_checker", "kmd_sched.test_kmd_fen
            "model.contract.test_contract_csr", "kmd.uapi.test_kmd_uapi_contract",
            "kmd.uapi.test_kmd_uapi_contract_cs",
            "model.contract.engines.test_contract_sdma_check_order", "kmd.uapi.test_kmd_uapi_info",
-           "model.contract.control.test_contract_fetch_bounds", "model.contract.control.test_contract_write_back_bits")
+           "model.contract.control.test_contract_fetch_bounds", "model.contract.control.test_contract_write_back_bits",
+           "model.contract.engines.test_contract_listed_values_act")
 
 # Every other test module with a `CHECKS` list, and why its checks are not among the above
 # (tests/cosim/test_rtl_drivers.py fails on a list in neither: two ran on the model alone,
@@ -56,6 +57,7 @@ SPLIT = {"test_kmd_queues_scheduling": "kmd_queues", "test_kmd_queues_resets": "
          "test_contract_edges": "contract_control",
          "test_contract_packet_edges": "contract_engines", "test_contract_sdma_check_order": "contract_engines",
          "test_contract_fetch_bounds": "contract_control", "test_contract_write_back_bits": "contract_control",
+         "test_contract_listed_values_act": "contract_engines",
          "test_contract_dma": "contract_driver", "test_contract_bus_errors": "contract_driver",
          "test_contract_release_mem_and_ih": "contract_driver",
          "test_contract_vm_tlb": "contract_vm", "test_contract_vm_sdma_and_vmid_0": "contract_vm",
@@ -405,6 +407,8 @@ ICARUS_SECONDS = {
     "kmd_uapi_info__check_counters_are_the_perf_registers": 1.29,
     "contract_control__check_dwords_past_a_doorbell_run_as_written_before_the_next": 3.82,
     "contract_control__check_write_back_addresses_ignore_bits_1_0": 0.27,
+    "contract_engines__check_cp_listed_values_act_as_documented": 1.01,
+    "contract_engines__check_sdma_poll_regmem_compares_unsigned": 0.37,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
