@@ -14,12 +14,12 @@ import pytest
 
 import kmd_model
 from kmd_model import regs, uapi
-from kmd_model.uapi import CtxPriority
+from kmd_model.uapi import CsChunkIb, CtxPriority
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched.sched_helpers import new_ctx, sdma_ib
+from tests.kmd_sched.sched_helpers import new_ctx, query, sdma_ib
 from tests.kmd_sched.sched_helpers import Recorder
 
 
@@ -46,6 +46,44 @@ def test_each_extra_ring_wraps_many_times(ring):
     assert r.committed > 8 * r.size_dw  # it did wrap
     assert r.get_rptr() == r.get_wptr() == r.committed  # both pointers read in the driver's dwords
     assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
+
+
+def test_sdma_ring_runs_on_across_its_byte_pointers_wrap():
+    """The SDMA's ring pointers are 32-bit byte counts (docs/hardware.md, "The SDMA copy
+    engine": free running, as AMD's), so they wrap after 2^30 dwords, where the CP's dword
+    pointers go on to 2^32: the KMD's dword pointers for the ring wrap there too. Its wptr went
+    on to 0x40000000 while the write-back's rptr (>> 2) came back to 0, so the ring looked more
+    than full and the next job never reached the engine (its WAIT_CS: ETIME), once 4 GiB of
+    packets had gone through the ring. Neither side is reset in between, so the model's
+    engine and the KMD's ring start 512 bytes before the wrap here, as 4 GiB of jobs would
+    leave them (no simulation runs those); 40 jobs then cross it, and a faulting job after it
+    is found at the engine's rptr (Scheduler.job_at_ring) and blamed alone."""
+    dev = RefModel()
+    kmd = kmd_model.bind(dev, sdma_ring_log2_dw=6, cs_check=False, job_timeout=20_000)
+    ring = kmd.sdma_ring
+    assert dev.sdma.rptr == dev.sdma.wptr == 4 * ring.committed == 4 * ring.wptr  # (idle after its ring test)
+    start = (1 << 32) - 512
+    dev.sdma.rptr = dev.sdma.wptr = start  # (the engine's byte pointers)
+    kmd.wb32[ring.rptr_wb_index] = start  # (its rptr write-back)
+    ring.wptr = ring.committed = ring.commit_start = start >> 2
+    c = Client()
+    ctx = new_ctx(c)
+    bo = c.bo(0x10000)
+    seqs = [c.submit(sdma_ib(bo, sdma.write_linear(bo.addr + 0x8000 + 4 * k, [0x100 + k]), 0x40 * k), ctx=ctx)
+            for k in range(40)]
+    assert c.wait(seqs[-1], 1_000_000, ctx=ctx), "the jobs after the wrap did not finish"
+    assert bo.u32[0x2000:0x2000 + 40].tolist() == [0x100 + k for k in range(40)]
+    assert dev.sdma.rptr < start and ring.get_rptr() == ring.get_wptr() == ring.committed == dev.sdma.rptr >> 2
+    # a job that faults (an IB where nothing is mapped) is the one blamed, the context runs on
+    other = new_ctx(c)
+    bad = c.submit(CsChunkIb(8, gpu_addr=bo.addr + 0x100_0000, ip_type=uapi.HwIp.DMA), ctx=other)
+    with pytest.raises(uapi.KmdError) as e:
+        c.wait(bad, 1_000_000, ctx=other)
+    assert e.value.errno == errno.ECANCELED
+    assert query(c, other).reset_status == uapi.ResetStatus.GUILTY
+    assert query(c, ctx).reset_status != uapi.ResetStatus.GUILTY
+    after = c.submit(sdma_ib(bo, sdma.write_linear(bo.addr + 0x9000, [0x77]), 0x40), ctx=ctx)
+    assert c.wait(after, 1_000_000, ctx=ctx) and bo.u32[0x2400] == 0x77
 
 
 def test_seqnos_wrap_on_every_ring():
