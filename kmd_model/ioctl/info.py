@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
-from .. import regs, uapi
+from .. import uapi
 from ..core.kmd import MAX_IB_DW
 from ..mm.vm import PAGE
 from ..uapi import Domain, InfoQuery, KmdError, Request
