@@ -76,7 +76,22 @@ class Mmio:
         self.write(hi, addr >> 32)
 
     def read64(self, lo: type[Register], hi: type[Register]) -> int:
+        """A _LO/_HI pair that holds still (an error address, latched): LO, then HI."""
         return self.read(lo) | (self.read(hi) << 32)
+
+    def timestamp(self) -> int:
+        """TIMESTAMP, read as docs/hardware.md says: HI, LO, then HI again, and again if HI
+        moved (nothing latches HI when LO is read; read64's LO then HI gave a clock 2^32
+        cycles ahead when LO wrapped between its two reads). HI moves once in 2^32 cycles,
+        so the second try holds; a third is the bound, never a loop on a broken device."""
+        hi = self.read(regs.TIMESTAMP_HI)
+        for _ in range(3):
+            lo = self.read(regs.TIMESTAMP_LO)
+            again = self.read(regs.TIMESTAMP_HI)
+            if again == hi:
+                break
+            hi = again
+        return hi << 32 | lo
 
     def probe(self) -> DeviceInfo:
         """Identify the device, as a driver's probe does before touching anything else."""

@@ -268,7 +268,8 @@ class CtxPriority(IntEnum):
     amdgpu differs: amdgpu_ctx_ioctl reads any value amdgpu_ctx_priority_is_valid refuses as
     NORMAL, for old clients that left garbage there (this KMD has none), and answers EINVAL
     for an invalid priority only in AMDGPU_SCHED (amdgpu_sched_ioctl). The other CTX ops
-    take priority 0 alone (EINVAL otherwise), where amdgpu ignores the field."""
+    ignore the field, as amdgpu_ctx_ioctl does: any int32 there answers as 0 (one outside an
+    int32, or not an int, is EINVAL for every op)."""
 
     UNSET = -2048  # read as NORMAL
     VERY_LOW = -1023  # the LOW run queue

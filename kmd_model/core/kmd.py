@@ -389,7 +389,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
             "dma_bytes_read": m.read(regs.PERF_DMA_BYTES_READ),
             "dma_bytes_written": m.read(regs.PERF_DMA_BYTES_WRITTEN),
             "dma_busy_cycles": m.read(regs.PERF_DMA_BUSY_CYCLES),
-            "timestamp": m.read64(regs.TIMESTAMP_LO, regs.TIMESTAMP_HI),
+            "timestamp": m.timestamp(),
         }
         pk = {p.name: m.read(regs.PERF_PACKETS, p.index)
               for p in packets.PACKETS if p.index < regs.PERF_PACKETS.ARRAY_LEN}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Any
 
-from .. import regs, uapi
+from .. import uapi
 from ..core.kmd import MAX_IB_DW
 from ..mm.vm import PAGE
 from ..uapi import Domain, InfoQuery, KmdError, Request
@@ -59,7 +59,7 @@ def _own_counters(kmd: "Kmd", file: "File") -> uapi.Counters:
     fences, how many files and contexts are open. A system-wide perf event needs CAP_PERFMON
     (perf_event_paranoid) and amdgpu's statistics are debugfs, root's: a client reading them
     between two of its own calls counted another client's work as it ran."""
-    ts = kmd.mmio.read64(regs.TIMESTAMP_LO, regs.TIMESTAMP_HI)
+    ts = kmd.mmio.timestamp()
     return uapi.Counters({"timestamp": ts}, {}, {
         "ioctls": file.ioctls, "ioctl_errors": file.ioctl_errors, "contexts": len(file.contexts),
         "live_bos": len(file.handles), "hangs": file.hangs})

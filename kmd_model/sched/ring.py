@@ -58,6 +58,10 @@ class Ring:
     POLLS: Any = regs.PERF_Q0_POLLS
     SHARED_PROGRESS: tuple = (regs.PERF_DWORDS_FETCHED, regs.PERF_DMA_BYTES_READ, regs.PERF_DMA_BYTES_WRITTEN)
     CP_QUEUE = True  # one of the CP's queues, which share its parser (JobTimerMixin._cp_others)
+    # where the driver's dword pointers wrap: where the hardware's do, so that the rptr it reads
+    # (>> RPTR_SHIFT) and its own wptr count alike. The CP's are 32-bit dword counts (2^32
+    # dwords); the SDMA's 32-bit byte counts wrap at 2^30 dwords (SdmaRing)
+    PTR_MASK = MASK32
 
     def __init__(self, kmd: "Kmd", gpu_addr: int, log2_dw: int, align_dw: int,
                  rptr_wb_index: int, scratch_index: int):
@@ -94,14 +98,14 @@ class Ring:
         self.doorbells += 1
         if log.isEnabledFor(logging.INFO):
             log.info("doorbell RB_DOORBELL <- %#x (rptr %#x, %d dwords queued)",
-                     self.committed, self.get_rptr(), (self.committed - self.get_rptr()) & MASK32)
+                     self.committed, self.get_rptr(), (self.committed - self.get_rptr()) & self.PTR_MASK)
         if self.kmd.observers:
             self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
         self.kmd.mmio.write(regs.RB_DOORBELL, self.committed)
 
     def space(self) -> int:
         """Dwords free for writing: the ring minus what the CP has not consumed yet."""
-        return self.size_dw - ((self.wptr - self.get_rptr()) & MASK32)
+        return self.size_dw - ((self.wptr - self.get_rptr()) & self.PTR_MASK)
 
     # ------------------------------------------------------------------ writing
 
@@ -125,7 +129,7 @@ class Ring:
         self.ring32[i:i + first] = dwords[:first]
         if first < n:  # wrap around the end of the ring
             self.ring32[:n - first] = dwords[first:]
-        self.wptr = (self.wptr + n) & MASK32
+        self.wptr = (self.wptr + n) & self.PTR_MASK
         self.dwords_written += n
 
     def insert_nop(self, count: int) -> None:
@@ -155,7 +159,7 @@ class Ring:
         self.set_wptr()
 
     def _log_listing(self, start: int, end: int) -> None:
-        n = (end - start) & MASK32
+        n = (end - start) & self.PTR_MASK
         idx = [(start + k) & self.mask for k in range(n)]
         dwords = self.ring32[idx].tolist()
         base = self.gpu_addr + 4 * (start & self.mask)

@@ -482,7 +482,7 @@ class Scheduler:
     def job_at_ring(self, rptr: int) -> Job | None:
         """The pending job whose ring packets include dword `rptr`."""
         for job in self.pending:
-            if (rptr - job.ring_start) & 0xFFFF_FFFF < (job.ring_end - job.ring_start) & 0xFFFF_FFFF:
+            if (rptr - job.ring_start) & self.ring.PTR_MASK < (job.ring_end - job.ring_start) & self.ring.PTR_MASK:
                 return job
         return None
 

@@ -52,6 +52,11 @@ class SdmaRing(Ring):
     CP_QUEUE = False  # (an engine of its own: the CP's counters above are not its queue's)
     POLLS = None  # (never parked: it has the engine to itself)
     OTHER_PROGRESS = ()  # (its ring test after its reset waits for no other queue: a flat hw_timeout)
+    # its pointers are 32-bit byte counts (docs/hardware.md): the driver's dword pointers wrap
+    # at 2^30 with them. They went on to 2^32, so once 4 GiB of packets had gone through the
+    # ring its wptr (0x40000000) was 2^30 dwords ahead of the rptr read back (0): the ring
+    # looked more than full and no job reached the engine again
+    PTR_MASK = MASK32 >> 2
 
     def read_error(self) -> CpErrorState:
         """SDMA_ERROR* as the CP's error state (the codes are the CP's; OP in OPCODE, with
@@ -80,7 +85,7 @@ class SdmaRing(Ring):
         v = (self.committed << 2) & MASK32
         if log.isEnabledFor(logging.INFO):
             log.info("doorbell SDMA_DOORBELL <- %#x bytes (rptr %#x, %d dwords queued)", v, self.get_rptr(),
-                     (self.committed - self.get_rptr()) & MASK32)
+                     (self.committed - self.get_rptr()) & self.PTR_MASK)
         if self.kmd.observers:
             self.kmd.notify("doorbell", ring=self, start=self.commit_start, wptr=self.committed)
         self.kmd.mmio.write(regs.SDMA_DOORBELL, v)
@@ -97,7 +102,7 @@ class SdmaRing(Ring):
         return ib + sdma.pad(-len(ib) % 8)
 
     def _log_listing(self, start: int, end: int) -> None:
-        n = (end - start) & MASK32
+        n = (end - start) & self.PTR_MASK
         dwords = self.ring32[[(start + k) & self.mask for k in range(n)]].tolist()
         log.debug("sdma ring writes [%#x, %#x):\n%s", start, end,
                   "\n".join("  " + line for line in sdma.disassemble(dwords, self.gpu_addr + 4 * (start & self.mask))))

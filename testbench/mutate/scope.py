@@ -125,6 +125,7 @@ TESTS = (
     "tests/kmd/test_kmd_ioctl_edges.py",
     "tests/kmd/uapi/test_kmd_uapi_contract.py",
     "tests/kmd/uapi/test_kmd_uapi_contract_cs.py",
+    "tests/kmd/uapi/test_kmd_uapi_info.py",
     "tests/security/memory/test_vm_isolation.py",
     "tests/kmd_sched/test_kmd_hostile.py",
     # the hostile client's random ioctls (8 runs, 4.3 s in the coverage pass): a mutant it
@@ -213,6 +214,10 @@ TESTS = (
     "tests/model/contract/control/test_contract_edges.py",
     "tests/model/contract/engines/test_contract_packet_edges.py",
     "tests/model/contract/test_contract_csr.py",
+    "tests/model/contract/engines/test_contract_sdma_check_order.py",
+    "tests/model/contract/control/test_contract_fetch_bounds.py",
+    "tests/model/contract/control/test_contract_write_back_bits.py",
+    "tests/model/contract/engines/test_contract_listed_values_act.py",
     "tests/spec/packets/test_sdma_spec.py",
     "tests/kmd/core/test_kmd_mmio.py",
     "tests/spec/test_vm_spec.py",

@@ -101,7 +101,9 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_control__check_every_vmid_has_its_own_tables",
           "contract_engines__check_packet_addresses_reach_the_bus",
           "contract_engines__check_a_packet_whose_payload_cannot_be_fetched_is_not_counted",
-          "contract_engines__check_errors_inside_a_chained_ib")
+          "contract_engines__check_errors_inside_a_chained_ib",
+          # (driver-writer-12: VMID 1's two-level tables, map_vmid1)
+          "contract_vm__check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses")
 
 
 def _checks() -> dict:

@@ -14,12 +14,12 @@ import pytest
 
 import kmd_model
 from kmd_model import regs, uapi
-from kmd_model.uapi import CtxPriority
+from kmd_model.uapi import CsChunkIb, CtxPriority
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched.sched_helpers import new_ctx, sdma_ib
+from tests.kmd_sched.sched_helpers import new_ctx, query, sdma_ib
 from tests.kmd_sched.sched_helpers import Recorder
 
 
@@ -47,6 +47,57 @@ def test_each_extra_ring_wraps_many_times(ring):
     assert r.get_rptr() == r.get_wptr() == r.committed  # both pointers read in the driver's dwords
     assert kmd.stats["resets"] == kmd.stats["queue_resets"] == kmd.stats["job_timeouts"] == 0
 
+
+@pytest.mark.parametrize("ring", ["sdma0", "gfx"])
+def test_rings_run_on_across_their_hardware_pointers_wrap(ring):
+    """The SDMA's ring pointers are 32-bit byte counts (docs/hardware.md, "The SDMA copy
+    engine": free running, as AMD's), so they wrap after 2^30 dwords, where the CP's dword
+    pointers go on to 2^32: the KMD's dword pointers for each ring wrap where its engine's do.
+    The SDMA ring's went on to 2^32: its wptr reached 0x40000000 while the write-back's rptr
+    (>> 2) came back to 0, so the ring looked more than full and the next job never reached
+    the engine (its WAIT_CS: ETIME), once 4 GiB of packets had gone through the ring. Nothing
+    resets the pointers in between, so the model's engine and the KMD's ring start 512 bytes
+    before the wrap here, as that many jobs would leave them (no simulation runs them); 40
+    jobs then cross it, and a faulting job after it is found at the engine's rptr
+    (Scheduler.job_at_ring) and blamed alone. The gfx ring (dword pointers, 2^32) alike."""
+    dev = RefModel()
+    kmd = kmd_model.bind(dev, sdma_ring_log2_dw=6, ring_log2_dw=6, cs_check=False, job_timeout=20_000)
+    r = kmd.sdma_ring if ring == "sdma0" else kmd.ring
+    unit = 4 if ring == "sdma0" else 1  # the engine's pointer units per dword
+    start = (1 << 32) - 128 * unit
+    if ring == "sdma0":
+        assert dev.sdma.rptr == dev.sdma.wptr == 4 * r.committed == 4 * r.wptr  # (idle after its ring test)
+        dev.sdma.rptr = dev.sdma.wptr = start  # (the engine's byte pointers)
+    else:
+        assert dev._rptr == dev._wptr == r.committed == r.wptr
+        dev._rptr = dev._wptr = start  # (CP queue 0's dword pointers)
+    kmd.wb32[r.rptr_wb_index] = start  # (its rptr write-back)
+    r.wptr = r.committed = r.commit_start = start // unit
+    c = Client()
+    ctx = new_ctx(c)
+    bo = c.bo(0x10000)
+
+    def job(k, value, off):
+        if ring == "sdma0":
+            return sdma_ib(bo, sdma.write_linear(bo.addr + 0x8000 + 4 * k, [value]), off)
+        return c.ib(bo, pm4.write_data(bo.addr + 0x8000 + 4 * k, [value]), off)
+
+    seqs = [c.submit(job(k, 0x100 + k, 0x40 * k), ctx=ctx) for k in range(40)]
+    assert c.wait(seqs[-1], 1_000_000, ctx=ctx), "the jobs after the wrap did not finish"
+    assert bo.u32[0x2000:0x2000 + 40].tolist() == [0x100 + k for k in range(40)]
+    hw_rptr = dev.sdma.rptr if ring == "sdma0" else dev._rptr
+    assert hw_rptr < start and r.get_rptr() == r.get_wptr() == r.committed == hw_rptr // unit
+    # a job that faults (an IB where nothing is mapped) is the one blamed, the context runs on
+    other = new_ctx(c)
+    ip = uapi.HwIp.DMA if ring == "sdma0" else uapi.HwIp.GFX
+    bad = c.submit(CsChunkIb(8, gpu_addr=bo.addr + 0x100_0000, ip_type=ip), ctx=other)
+    with pytest.raises(uapi.KmdError) as e:
+        c.wait(bad, 1_000_000, ctx=other)
+    assert e.value.errno == errno.ECANCELED
+    assert query(c, other).reset_status == uapi.ResetStatus.GUILTY
+    assert query(c, ctx).reset_status != uapi.ResetStatus.GUILTY
+    after = c.submit(job(0x100, 0x77, 0x40), ctx=ctx)
+    assert c.wait(after, 1_000_000, ctx=ctx) and bo.u32[0x2100] == 0x77
 
 def test_seqnos_wrap_on_every_ring():
     """Issue 16's "seqno wrap on each ring": every ring's fences and every context's seqnos

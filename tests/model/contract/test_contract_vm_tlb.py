@@ -356,10 +356,49 @@ def check_cp_queues_keep_their_vmids_across_turns_and_resets(dev):
     assert (e["DATA0"], e["RING_ID"], e["VMID"]) == (3, 1, 0), e
 
 
+def check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses(dev):
+    """docs/hardware.md, TLB: 2^VM_CAPS.TLB_LOG2 entries (16), fully associative, each for one
+    4 KiB page. After an ALL_ADDR invalidation of VMID 1, an IB (in one page) writing N pages
+    64 KiB apart (the same low page bits: a direct-mapped TLB would keep one of them) walks
+    N + 1 times (PERF_TLB_MISSES); run again, with N + 1 = 16 pages it walks no more, with 17
+    it walks again. Every write lands in its page either way. On the RTL; the reference model
+    has no TLB and its counters read 0 (docs/hardware.md, Counters and time)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    entries = 1 << g.fields("VM_CAPS")["TLB_LOG2"]
+    vas = [0x3000 + 0x10000 * i for i in range(entries)]  # VA bits 15:12 all 3, below VA_CODE's 2 MiB
+    pas = [0x300000 + 0x1000 * i for i in range(entries)]
+    for va, pa in zip(vas, pas):
+        g.w64(PT_L1 + 8 * (va >> 12 & 511), pa | VALID | WRITEABLE | READABLE)
+
+    def run(n, value, invalidate):
+        if invalidate:
+            g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=1)
+            g.until(lambda: g.read("VM_INVALIDATE_ACK") >> 1 & 1, "VM_INVALIDATE_ACK of VMID 1")
+        code = [d for va in vas[:n] for d in write_data(va + 4 * (value & 7), [value << 8 | vas.index(va)])]
+        g.w32(PA_CODE, code)
+        before = g.read("PERF_TLB_MISSES")
+        assert ring.run(ib(VA_CODE, len(code), VMID=1))["ERROR"] == 0, g.fields("CP_ERROR")
+        for i in range(n):
+            assert g.r32(pas[i] + 4 * (value & 7)) == value << 8 | i, f"page {i} of {n}: the write went elsewhere"
+        return (g.read("PERF_TLB_MISSES") - before) & M32
+
+    model = dev.name == "model"
+    for n in (entries - 1, entries):
+        first, second = run(n, 1, True), run(n, 2, False)
+        if model:
+            assert (first, second) == (0, 0), "the model has no TLB: PERF_TLB_MISSES reads 0"
+        elif n < entries:  # they all fit
+            assert (first, second) == (n + 1, 0), f"{n} pages and the IB's in a TLB of {entries}: {first} walks " \
+                                                   f"after the invalidation, {second} the second time"
+        else:  # one more than fits: the IB's page may be replaced (and walked again) while it runs
+            assert first >= n + 1 and second > 0, f"{n + 1} pages in a TLB of {entries}: {first}, then {second} walks"
+
+
 CHECKS = [check_vm_new_tables_need_an_invalidation, check_soft_reset_keeps_the_tlb_and_clears_the_fault,
           check_vm_page_taken_away_while_polling_faults_the_poll, check_vm_permission_fault_keeps_its_leaf,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
-          check_cp_queues_keep_their_vmids_across_turns_and_resets]
+          check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)
