@@ -136,6 +136,7 @@ _PLANS = {p.opcode: _Plan(rules.RULES[p.name]) for p in packets.PACKETS}
 
 
 PAUSE_DW = 1 << 16  # dwords of one IB whose packets are found between two pauses (some 25 ms)
+PAUSE_CALLS = 1 << 12  # INDIRECT_BUFFERs of one IB followed between two pauses (some 25 ms)
 
 
 class CheckAgain(Exception):
@@ -231,11 +232,13 @@ class CsChecker:
         mem32 = self.mem32
         for s in job.segments:
             words = s.words
-            for at, target in s.links:  # `at`: the INDIRECT_BUFFER's header
-                a = va + target.offset
+            if s.links:  # every INDIRECT_BUFFER at once (an IB may hold 262,144 of them)
+                n = len(s.links)
+                at = np.fromiter((x for x, _ in s.links), dtype=np.int64, count=n)  # their headers
+                a = va + np.fromiter((t.offset for _, t in s.links), dtype=np.int64, count=n)
                 lo, hi = at + 1 + _IB_LO.dword, at + 1 + _IB_HI.dword
-                words[lo] = (int(words[lo]) & ~_IB_LO.mask) | (a & _IB_LO.mask)
-                words[hi] = (int(words[hi]) & ~_IB_HI.mask) | (a >> 32)
+                words[lo] = ((words[lo].astype(np.int64) & ~_IB_LO.mask) | (a & _IB_LO.mask)).astype(np.uint32)
+                words[hi] = ((words[hi].astype(np.int64) & ~_IB_HI.mask) | (a >> 32)).astype(np.uint32)
             i = (addr + s.offset) >> 2
             mem32[i:i + s.size_dw] = words
             s.words = None  # the image is in memory now
@@ -331,9 +334,11 @@ class CsChecker:
         w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
-        for j, base, size, chain in calls:
+        for k, (j, base, size, chain) in enumerate(calls):
             if j > first_bad:
                 break
+            if k % PAUSE_CALLS == PAUSE_CALLS - 1:
+                self._pause(w)  # (each call of an IB looked at before is a Python step: 262,144 in 1 M dwords)
             at = int(starts[j])
             where = _Where(seg.level, seg.client, at)
             if chain:

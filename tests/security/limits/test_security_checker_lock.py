@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import threading
 
+import numpy as np
 import pytest
 
 import kmd_model
@@ -35,17 +36,29 @@ IB_DW = (1 << 20) - 8  # one long IB: some 16 of the checker's pauses
 @pytest.fixture
 def in_check(monkeypatch):
     """An event set when a thread named "check" enters the checker's look at its first IB
-    (and the count of IBs it looked at, by address)."""
-    entered, looked = threading.Event(), {}
-    real = cs_checker.CsChecker._check_ib
+    (and the count of IBs it looked at, by address); another when it first follows an
+    INDIRECT_BUFFER to an IB2 (`in_check.calls`)."""
+    entered, looked, calls = _Entered(), {}, threading.Event()
+    entered.calls = calls
+    real, real_chain = cs_checker.CsChecker._check_ib, cs_checker.CsChecker._chain
 
     def check_ib(self, w, seg):
         if threading.current_thread().name == "check":
             looked[seg.client] = looked.get(seg.client, 0) + 1
             entered.set()
         return real(self, w, seg)
+
+    def chain(self, w, addr, size_dw, level, via):
+        if threading.current_thread().name == "check" and level == 2:
+            calls.set()
+        return real_chain(self, w, addr, size_dw, level, via)
     monkeypatch.setattr(cs_checker.CsChecker, "_check_ib", check_ib)
+    monkeypatch.setattr(cs_checker.CsChecker, "_chain", chain)
     return entered, looked
+
+
+class _Entered(threading.Event):
+    calls: threading.Event
 
 
 class _Cs(threading.Thread):
@@ -72,14 +85,31 @@ def _long_ib(c: Client, last: list[int]) -> tuple:
     return bo, CsChunkIb(IB_DW, handle=bo.handle)
 
 
-def test_another_clients_ioctl_runs_while_a_long_check_is_under_way(in_check):
+@pytest.mark.parametrize("stream", ["fillers", "calls"])
+def test_another_clients_ioctl_runs_while_a_long_check_is_under_way(in_check, stream):
+    """fillers: 1 M one-dword packets, the last dword bad (a Python step each to find them);
+    calls: 262,144 INDIRECT_BUFFERs of one small IB2, over the job's dword budget (a Python
+    step each to follow, the IB2 checked once: 1.8 s before the budget's refusal)."""
     entered, _ = in_check
-    kmd_model.bind(RefModel())
+    kmd = kmd_model.bind(RefModel())
     h, v = Client(), Client()
-    bo, chunk = _long_ib(h, [0xDEAD_BEEF])  # refused at its last dword, once all is checked
+    if stream == "fillers":
+        bo, chunk = _long_ib(h, [0xDEAD_BEEF])  # refused at its last dword, once all is checked
+        bad = (f"CS: malformed packet at IB+{4 * (IB_DW - 8):#x} ({bo.addr + 4 * (IB_DW - 8):#x}): "
+               "UNKNOWN op=0xbe count=7853")
+    else:
+        ib2 = h.bo(0x1000)
+        inner = h.ib(ib2, pm4.pad(8))
+        call = pm4.indirect_buffer(ib2.addr, inner.size_dw)
+        bo = h.bo(4 * IB_DW + 0x1000)
+        bo.u32[:IB_DW] = np.array(call * (IB_DW // len(call)), dtype=np.uint32)
+        chunk = CsChunkIb(IB_DW, handle=bo.handle)
+        bad = (f"CS: the job of context {h.ctx} runs more than {kmd.max_job_dw} dwords (the per-job limit; "
+               "every IB counts each time it runs)")
     t = _Cs(h, chunk)
     t.start()
-    assert entered.wait(30)
+    # (calls: once the check follows them, the IB's packets found)
+    assert (entered if stream == "fillers" else entered.calls).wait(30)
     # the other client's INFO waits for the lock while the check goes on: it gets it at the
     # check's next pause, not once the whole IB is checked
     info = v.io(Request.INFO, uapi.InfoArgs(InfoQuery.MEMORY))
@@ -90,8 +120,7 @@ def test_another_clients_ioctl_runs_while_a_long_check_is_under_way(in_check):
     assert not check_was_done, "the other client's INFO waited for the whole check"
     e = t.out[0]
     assert isinstance(e, KmdError) and e.errno == errno.EINVAL, e
-    assert e.message == (f"CS: malformed packet at IB+{4 * (IB_DW - 8):#x} ({bo.addr + 4 * (IB_DW - 8):#x}): "
-                         "UNKNOWN op=0xbe count=7853"), e.message
+    assert e.message == bad, e.message
 
 
 def test_a_check_that_let_others_in_keeps_its_copies_for_the_cs_when_nothing_changed(in_check):
