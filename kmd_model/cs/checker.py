@@ -30,8 +30,9 @@ find the packets, none per payload dword); the first packet that fails is then c
 again one at a time by the same rules, which writes the error message.
 
 A check may take a second (a job of `max_job_dw` one-dword packets) and runs under the
-driver's lock: between its steps (each IB, every PAUSE_DW dwords of one) it calls the CS's
-`pause`, which hands the lock to the threads waiting for it (core/lock.py). What it read
+driver's lock: between its steps, once it has done PAUSE_DW dwords' worth of work since the
+last (dwords walked, packets checked, PAUSE_DW / PAUSE_CALLS an INDIRECT_BUFFER followed,
+IB_WORK an IB: a job smaller than that never pauses), it calls the CS's `pause`, which hands the lock to the threads waiting for it (core/lock.py). What it read
 stays good only while the file's mappings stay as they were: after a pause that let others
 in, a check whose file's mappings changed (a new `Vm.lookup_arrays()`: a GEM_VA, a
 GEM_CLOSE, a closed BO released) raises CheckAgain, and the CS starts again; every read of
@@ -136,7 +137,8 @@ _PLANS = {p.opcode: _Plan(rules.RULES[p.name]) for p in packets.PACKETS}
 
 
 PAUSE_DW = 1 << 16  # dwords of one IB whose packets are found between two pauses (some 25 ms)
-PAUSE_CALLS = 1 << 12  # INDIRECT_BUFFERs of one IB followed between two pauses (some 25 ms)
+PAUSE_CALLS = 1 << 12  # INDIRECT_BUFFERs followed between two pauses (some 25 ms)
+IB_WORK = 256  # dwords' worth of work an IB's check costs whatever its size (numpy calls)
 
 
 class CheckAgain(Exception):
@@ -158,6 +160,7 @@ class _Walk:
         self.limit = limit
         self.max_ibs = max_ibs
         self.copied = 0  # dwords copied (distinct IBs)
+        self.work = 0  # dwords' worth of work since the last pause (_pause)
         self.memo: dict[tuple[int, int, int], Segment] = {}
         self.segments: list[Segment] = []
         self.packets = 0
@@ -207,10 +210,18 @@ class CsChecker:
     def _use(self, w: _Walk) -> None:
         self._arrays, self._mine = w.arrays, w.mine
 
-    def _pause(self, w: _Walk) -> None:
-        """Between two steps of a check: let the threads waiting for the driver's lock in
-        (w.pause); after they ran, go on only if the file's mappings are the ones read so far."""
-        if w.pause is None or not w.pause():
+    def _pause(self, w: _Walk, work: int) -> None:
+        """Between two steps of a check, `work` (in dwords' worth) done since the last: once
+        PAUSE_DW of it is done, let the threads waiting for the driver's lock in (w.pause;
+        a job smaller than that never pauses); after they ran, go on only if the file's
+        mappings are the ones read so far."""
+        if w.pause is None:
+            return
+        w.work += work
+        if w.work < PAUSE_DW:
+            return
+        w.work = 0
+        if not w.pause():
             return
         if w.space.lookup_arrays() is not w.arrays:  # (a new tuple at every change: vm.py)
             raise CheckAgain()
@@ -284,7 +295,7 @@ class CsChecker:
             w.copied += size_dw
             if w.copied > w.limit:
                 raise w.over()
-            self._pause(w)  # (before the read: with the mappings the walk began with)
+            self._pause(w, IB_WORK)  # (before the read: with the mappings the walk began with)
             k = self._owned_index(addr, 4 * size_dw)  # (checked by the caller)
             i = (addr + int(self._arrays[3][k])) >> 2  # where the client's IB is in memory
             seg.words = self.mem32[i:i + size_dw].copy()  # the one read of client memory
@@ -305,7 +316,7 @@ class CsChecker:
         Returns the CHAIN's target (address, size, where) or None."""
         words = seg.words
         n = len(words)
-        starts, length = _packet_starts(words, (lambda: self._pause(w)) if w.pause is not None else None)
+        starts, length = _packet_starts(words, (lambda work: self._pause(w, work)) if w.pause is not None else None)
         h = words[starts].astype(np.int64)
         op = (h >> _OP_LSB) & _OP_MAX
         cnt = (h >> _CNT_LSB) & _CNT_MAX
@@ -318,10 +329,9 @@ class CsChecker:
         calls: list[tuple[int, int, int, bool]] = []  # (packet index, base, size, chain) of INDIRECT_BUFFERs
         good = ~bad & t3  # (fillers need no more checks)
         for opcode in set(op[good].tolist()):
-            if len(starts) > PAUSE_DW:
-                self._pause(w)
             plan = _PLANS[opcode]
             sel = np.flatnonzero(good & (op == opcode))
+            self._pause(w, len(sel))
             pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
             kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
             bad[sel] |= kbad
@@ -334,11 +344,11 @@ class CsChecker:
         w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
-        for k, (j, base, size, chain) in enumerate(calls):
+        for j, base, size, chain in calls:
             if j > first_bad:
                 break
-            if k % PAUSE_CALLS == PAUSE_CALLS - 1:
-                self._pause(w)  # (each call of an IB looked at before is a Python step: 262,144 in 1 M dwords)
+            # (each call is a Python step, of an IB looked at before too: 262,144 in 1 M dwords)
+            self._pause(w, PAUSE_DW // PAUSE_CALLS)
             at = int(starts[j])
             where = _Where(seg.level, seg.client, at)
             if chain:
@@ -525,8 +535,8 @@ def _lengths(h: np.ndarray) -> np.ndarray:
 
 def _packet_starts(words: np.ndarray, pause=None) -> tuple[np.ndarray, np.ndarray]:
     """Dword index of every packet header, walking the lengths from the first dword, and
-    each packet's length; `pause()` called after every PAUSE_DW dwords (one Python step a
-    packet: 1 M one-dword packets took half a second)."""
+    each packet's length; `pause(dwords)` called after every PAUSE_DW dwords at most (one
+    Python step a packet: 1 M one-dword packets took half a second)."""
     n = len(words)
     blocks = []
     i = 0
@@ -541,8 +551,8 @@ def _packet_starts(words: np.ndarray, pause=None) -> tuple[np.ndarray, np.ndarra
             j += length[j]
         blocks.append(np.array(out, dtype=np.int64) + i)
         i += j  # (the next packet's header: in a later block)
-        if pause is not None and n > PAUSE_DW:
-            pause()
+        if pause is not None:
+            pause(m)
     starts = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)  # (words: 1 dword at least)
     return starts, _lengths(words[starts].astype(np.int64))
 
