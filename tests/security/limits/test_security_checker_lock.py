@@ -215,3 +215,24 @@ def test_a_jobs_copies_are_re_pointed_at_once_per_ib(monkeypatch):
     monkeypatch.setattr(cs_checker.CsChecker, "place", place)
     assert h.wait(h.submit(outer)) and out.u32[0x10] == 0xCA11
     assert len(writes) == 2, len(writes)  # (the calling IB's low and high address dwords, once each)
+
+
+def test_a_check_lets_others_in_only_after_a_pause_dw_worth_of_work(monkeypatch):
+    """A small job's check never pauses (it runs whole, as before, and its CS does not start
+    again under contention); a long one pauses about once each PAUSE_DW dwords."""
+    kmd = kmd_model.bind(RefModel())
+    h = Client()
+    yields = []
+    monkeypatch.setattr(DriverLock, "yield_to_waiters", lambda self: yields.append(1))
+    kmd.lock.waiters = 1  # (as if another thread always waited: each pause hands the lock over)
+    small = h.bo(0x1000)
+    seq = h.submit(h.ib(small, pm4.write_data(small.addr + 0x100, [7])))
+    assert yields == []
+    kmd.lock.waiters = 0  # (the waits below hand the lock over at each step too)
+    assert h.wait(seq) and small.u32[0x40] == 7
+    bo, chunk = _long_ib(h, pm4.write_data(small.addr + 0x100, [8]))
+    kmd.lock.waiters = 1
+    seq = h.submit(chunk)
+    kmd.lock.waiters = 0
+    assert IB_DW // cs_checker.PAUSE_DW - 1 <= len(yields) <= IB_DW // cs_checker.PAUSE_DW + 1, len(yields)
+    assert h.wait(seq, 2_000_000) and small.u32[0x40] == 8
