@@ -330,17 +330,19 @@ class CsChecker:
         good = ~bad & t3  # (fillers need no more checks)
         for opcode in set(op[good].tolist()):
             plan = _PLANS[opcode]
-            sel = np.flatnonzero(good & (op == opcode))
-            self._pause(w, len(sel))
-            pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
-            kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
-            bad[sel] |= kbad
-            if plan.packet is _IB:
-                ok = ~kbad
-                base = plan.value(pay, "base")
-                size = plan.field(pay, "IB_SIZE")
-                chain = plan.field(pay, "CHAIN")
-                calls = list(zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist()))
+            every = np.flatnonzero(good & (op == opcode))
+            for lo in range(0, len(every), PAUSE_DW):  # (PAUSE_DW packets at a time: a pause between)
+                sel = every[lo:lo + PAUSE_DW]
+                self._pause(w, len(sel))
+                pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
+                kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
+                bad[sel] |= kbad
+                if plan.packet is _IB:
+                    ok = ~kbad
+                    base = plan.value(pay, "base")
+                    size = plan.field(pay, "IB_SIZE")
+                    chain = plan.field(pay, "CHAIN")
+                    calls += zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist())
         w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
