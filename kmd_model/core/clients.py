@@ -257,7 +257,8 @@ class ClientsMixin:
         lock, and a client that filled the pool behind a held job stopped every other
         client's ioctls until the hold was reset and the pool drained), in the pool's queue
         of waiters so no later CS takes the room, and returns None once there is room for
-        it: the CS then starts again (what it checked may have changed).
+        it: the CS then starts again (its check kept while the file's mappings are unchanged:
+        ShadowWait.kept_check).
 
         Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
         much of the pool was free and how many jobs were in flight, every client's, which

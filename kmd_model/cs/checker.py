@@ -28,6 +28,15 @@ What a checked copy may do (docs/architecture.md, "The security boundary"):
 The checks are made on whole IBs at once with numpy (one Python step per packet header to
 find the packets, none per payload dword); the first packet that fails is then checked
 again one at a time by the same rules, which writes the error message.
+
+A check may take a second (a job of `max_job_dw` one-dword packets) and runs under the
+driver's lock: between its steps, once it has done PAUSE_DW dwords' worth of work since the
+last (dwords walked, packets checked, PAUSE_DW / PAUSE_CALLS an INDIRECT_BUFFER followed,
+IB_WORK an IB: a job smaller than that never pauses), it calls the CS's `pause`, which hands the lock to the threads waiting for it (core/lock.py). What it read
+stays good only while the file's mappings stay as they were: after a pause that let others
+in, a check whose file's mappings changed (a new `Vm.lookup_arrays()`: a GEM_VA, a
+GEM_CLOSE, a closed BO released) raises CheckAgain, and the CS starts again; every read of
+client memory is made under the lock, with the mappings the check began with.
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ _TYPE, _OPCODE, _COUNT = (HEADER.field(n) for n in ("TYPE", "OPCODE", "COUNT"))
 # as plain ints: the checker runs once per IB, and Field.max is a property
 _TYPE_LSB, _OP_LSB, _OP_MAX, _CNT_LSB, _CNT_MAX = _TYPE.lsb, _OPCODE.lsb, _OPCODE.max, _COUNT.lsb, _COUNT.max
 _NOP_OP = packets.NOP.opcode
+_MAX_PACKET_DW = _CNT_MAX + 2  # the longest packet: its header and COUNT + 1 dwords
 _IB = packets.INDIRECT_BUFFER
 _WD_NO_INCREMENT = packets.WRITE_DATA.field("ADDR_INCR").values["NO_INCREMENT"]
 _IB_LO, _IB_HI = (_IB.field(n) for n in _IB.value("base").fields)
@@ -126,14 +136,31 @@ class _Plan:
 _PLANS = {p.opcode: _Plan(rules.RULES[p.name]) for p in packets.PACKETS}
 
 
-class _Walk:
-    """State of one check: the copies made so far and the budget left."""
+PAUSE_DW = 1 << 16  # dwords of one IB whose packets are found between two pauses (some 25 ms)
+PAUSE_CALLS = 1 << 12  # INDIRECT_BUFFERs followed between two pauses (some 25 ms)
+IB_WORK = 256  # dwords' worth of work an IB's check costs whatever its size (numpy calls)
 
-    def __init__(self, ctx: "Context", limit: int, max_ibs: int):
+
+class CheckAgain(Exception):
+    """A check paused, other ioctls ran, and the file's mappings changed (or it was closed):
+    what the check read may not be the client's any more. The CS starts again."""
+
+
+class _Walk:
+    """State of one check: the copies made so far and the budget left; the mappings it
+    reads (`arrays`, `mine`: kept here, the checker's own copy restored after each pause, as
+    other CSs check meanwhile) and the CS's `pause` (None: never pauses)."""
+
+    def __init__(self, ctx: "Context", limit: int, max_ibs: int, space=None, pause=None):
         self.ctx = ctx
+        self.space = space
+        self.pause = pause
+        self.arrays = space.lookup_arrays() if space is not None else None
+        self.mine = self.arrays[2] == ctx.file.fd if space is not None else None
         self.limit = limit
         self.max_ibs = max_ibs
         self.copied = 0  # dwords copied (distinct IBs)
+        self.work = 0  # dwords' worth of work since the last pause (_pause)
         self.memo: dict[tuple[int, int, int], Segment] = {}
         self.segments: list[Segment] = []
         self.packets = 0
@@ -153,13 +180,13 @@ class CsChecker:
 
     # ------------------------------------------------------------------ the job
 
-    def check(self, ctx: "Context", ibs: list[tuple[int, int]], space) -> CheckedJob:
+    def check(self, ctx: "Context", ibs: list[tuple[int, int]], space, pause=None) -> CheckedJob:
         """Copy and check the job's IB chunks [(va, size_dw)] and everything they reach, in
         `space` (the file's Vm: its mappings, lookup_arrays()); raise KmdError on the first
-        problem."""
-        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs)
-        self._arrays = space.lookup_arrays()
-        self._mine = self._arrays[2] == ctx.file.fd
+        problem. `pause()`, called between steps, may let other threads have the driver's
+        lock (True when it did): CheckAgain if the mappings changed meanwhile."""
+        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs, space, pause)
+        self._use(w)
         chunks = []
         total = 0
         for addr, size_dw in ibs:
@@ -180,6 +207,26 @@ class CsChecker:
         return CheckedJob(chunks, w.segments, total, w.packets,
                           self._layout(w.segments))
 
+    def _use(self, w: _Walk) -> None:
+        self._arrays, self._mine = w.arrays, w.mine
+
+    def _pause(self, w: _Walk, work: int) -> None:
+        """Between two steps of a check, `work` (in dwords' worth) done since the last: once
+        PAUSE_DW of it is done, let the threads waiting for the driver's lock in (w.pause;
+        a job smaller than that never pauses); after they ran, go on only if the file's
+        mappings are the ones read so far."""
+        if w.pause is None:
+            return
+        w.work += work
+        if w.work < PAUSE_DW:
+            return
+        w.work = 0
+        if not w.pause():
+            return
+        if w.space.lookup_arrays() is not w.arrays:  # (a new tuple at every change: vm.py)
+            raise CheckAgain()
+        self._use(w)  # (another CS's check ran meanwhile)
+
     @staticmethod
     def _layout(segments: list[Segment]) -> int:
         off = 0
@@ -196,11 +243,13 @@ class CsChecker:
         mem32 = self.mem32
         for s in job.segments:
             words = s.words
-            for at, target in s.links:  # `at`: the INDIRECT_BUFFER's header
-                a = va + target.offset
+            if s.links:  # every INDIRECT_BUFFER at once (an IB may hold 262,144 of them)
+                n = len(s.links)
+                at = np.fromiter((x for x, _ in s.links), dtype=np.int64, count=n)  # their headers
+                a = va + np.fromiter((t.offset for _, t in s.links), dtype=np.int64, count=n)
                 lo, hi = at + 1 + _IB_LO.dword, at + 1 + _IB_HI.dword
-                words[lo] = (int(words[lo]) & ~_IB_LO.mask) | (a & _IB_LO.mask)
-                words[hi] = (int(words[hi]) & ~_IB_HI.mask) | (a >> 32)
+                words[lo] = ((words[lo].astype(np.int64) & ~_IB_LO.mask) | (a & _IB_LO.mask)).astype(np.uint32)
+                words[hi] = ((words[hi].astype(np.int64) & ~_IB_HI.mask) | (a >> 32)).astype(np.uint32)
             i = (addr + s.offset) >> 2
             mem32[i:i + s.size_dw] = words
             s.words = None  # the image is in memory now
@@ -246,6 +295,7 @@ class CsChecker:
             w.copied += size_dw
             if w.copied > w.limit:
                 raise w.over()
+            self._pause(w, IB_WORK)  # (before the read: with the mappings the walk began with)
             k = self._owned_index(addr, 4 * size_dw)  # (checked by the caller)
             i = (addr + int(self._arrays[3][k])) >> 2  # where the client's IB is in memory
             seg.words = self.mem32[i:i + size_dw].copy()  # the one read of client memory
@@ -266,7 +316,7 @@ class CsChecker:
         Returns the CHAIN's target (address, size, where) or None."""
         words = seg.words
         n = len(words)
-        starts, length = _packet_starts(words)
+        starts, length = _packet_starts(words, (lambda work: self._pause(w, work)) if w.pause is not None else None)
         h = words[starts].astype(np.int64)
         op = (h >> _OP_LSB) & _OP_MAX
         cnt = (h >> _CNT_LSB) & _CNT_MAX
@@ -280,22 +330,27 @@ class CsChecker:
         good = ~bad & t3  # (fillers need no more checks)
         for opcode in set(op[good].tolist()):
             plan = _PLANS[opcode]
-            sel = np.flatnonzero(good & (op == opcode))
-            pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
-            kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
-            bad[sel] |= kbad
-            if plan.packet is _IB:
-                ok = ~kbad
-                base = plan.value(pay, "base")
-                size = plan.field(pay, "IB_SIZE")
-                chain = plan.field(pay, "CHAIN")
-                calls = list(zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist()))
+            every = np.flatnonzero(good & (op == opcode))
+            for lo in range(0, len(every), PAUSE_DW):  # (PAUSE_DW packets at a time: a pause between)
+                sel = every[lo:lo + PAUSE_DW]
+                self._pause(w, len(sel))
+                pay = words[starts[sel][:, None] + plan.offsets].astype(np.int64)
+                kbad = self._kind_bad(w, seg.level, plan, pay, cnt[sel])
+                bad[sel] |= kbad
+                if plan.packet is _IB:
+                    ok = ~kbad
+                    base = plan.value(pay, "base")
+                    size = plan.field(pay, "IB_SIZE")
+                    chain = plan.field(pay, "CHAIN")
+                    calls += zip(sel[ok].tolist(), base[ok].tolist(), size[ok].tolist(), chain[ok].tolist())
         w.packets += int(np.count_nonzero(~filler))
         # the CP stops at the first bad packet or ends the IB at the first CHAIN
         first_bad = int(np.argmax(bad)) if bad.any() else len(starts)
         for j, base, size, chain in calls:
             if j > first_bad:
                 break
+            # (each call is a Python step, of an IB looked at before too: 262,144 in 1 M dwords)
+            self._pause(w, PAUSE_DW // PAUSE_CALLS)
             at = int(starts[j])
             where = _Where(seg.level, seg.client, at)
             if chain:
@@ -414,7 +469,9 @@ class CsChecker:
         """The error for the packet at dword `off` of `seg`, found bad by the vectorised checks:
         the same rules again, one at a time and in the CP's order, to say which one failed."""
         where = _Where(seg.level, seg.client, off)
-        item = pm4.decode(seg.words.tolist(), off)
+        # (the packet's dwords alone: the whole IB as a list cost 1 M ints for one packet)
+        item = pm4.decode(seg.words[off:off + _MAX_PACKET_DW].tolist(), 0)
+        item.offset += off
         if not item.ok:
             return KmdError(errno.EINVAL, f"CS: malformed packet at {where}: {pm4.describe(item)}")
         r = rules.RULES[item.name]
@@ -478,20 +535,28 @@ def _lengths(h: np.ndarray) -> np.ndarray:
     return np.where(t3 & ~nop_pad, cnt + 2, 1)
 
 
-def _packet_starts(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _packet_starts(words: np.ndarray, pause=None) -> tuple[np.ndarray, np.ndarray]:
     """Dword index of every packet header, walking the lengths from the first dword, and
-    each packet's length."""
-    every = _lengths(words.astype(np.int64))
-    length = every.tolist()
-    n = len(length)
-    out = []
-    append = out.append
+    each packet's length; `pause(dwords)` called after every PAUSE_DW dwords at most (one
+    Python step a packet: 1 M one-dword packets took half a second)."""
+    n = len(words)
+    blocks = []
     i = 0
-    while i < n:
-        append(i)
-        i += length[i]
-    starts = np.array(out, dtype=np.int64)
-    return starts, every[starts]
+    while i < n:  # a block of PAUSE_DW dwords at a time, its lengths and starts made as it goes
+        m = min(n - i, PAUSE_DW)
+        length = _lengths(words[i:i + m].astype(np.int64)).tolist()
+        out: list[int] = []
+        append = out.append
+        j = 0
+        while j < m:
+            append(j)
+            j += length[j]
+        blocks.append(np.array(out, dtype=np.int64) + i)
+        i += j  # (the next packet's header: in a later block)
+        if pause is not None:
+            pause(m)
+    starts = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)  # (words: 1 dword at least)
+    return starts, _lengths(words[starts].astype(np.int64))
 
 
 class _Where:

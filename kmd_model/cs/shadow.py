@@ -63,10 +63,26 @@ class ShadowPool:
 
 class ShadowWait:
     """One CS's wait for room, across its restarts: its ticket in the pool's queue (None: not
-    queued) and when the window with nothing freed began."""
+    queued) and when the window with nothing freed began; and the check it made before a
+    restart, good again while the file's mappings are the ones it read (`kept_check`)."""
 
-    __slots__ = ("ticket", "since")
+    __slots__ = ("ticket", "since", "_check")
 
     def __init__(self) -> None:
         self.ticket: object = None
         self.since: int | None = None
+        self._check: tuple | None = None  # (context, IB chunks, the mappings' arrays, CheckedJob)
+
+    def keep_check(self, ctx, ibs: list, arrays: tuple, checked) -> None:
+        """Keep `checked`, made of the IB chunks `ibs` with the file's mappings `arrays`
+        (Vm.lookup_arrays()), for the CS's next attempt. It was never placed."""
+        self._check = (ctx, list(ibs), arrays, checked)
+
+    def kept_check(self, ctx, ibs: list, arrays: tuple):
+        """The CheckedJob kept for the same context and IB chunks, made with the mappings
+        `arrays` are (the same tuple: Vm.lookup_arrays() makes a new one at every change);
+        else None. What it copied was the client's when it was read, under the lock."""
+        k = self._check
+        if k is None or k[0] is not ctx or k[1] != ibs or k[2] is not arrays:
+            return None
+        return k[3]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from .. import uapi
 from ..core.kmd import MAX_IB_DW
+from ..cs.checker import CheckAgain
 from ..cs.shadow import ShadowWait
 from ..sched.fence import SEQ_MASK
 from ..sched.scheduler import FailedDep, Job, ring_dw
@@ -103,12 +104,43 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     return True
 
 
+def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: ShadowWait):
+    """The checker's copies of the job's IBs, or None when the check handed the driver's lock
+    to other threads on the way: then kept in `wait` (if the file's mappings did not change
+    meanwhile) for the CS's next attempt, which looks up everything else again. A check
+    takes up to a second (`max_job_dw` dwords of one-dword packets, refused at the last),
+    which the client may ask for again and again: held all along, the lock kept every other
+    client's ioctls out for that long each time (core/lock.py, cs/checker.py). `arrays`: the
+    file's mappings (Vm.lookup_arrays()) as the check begins."""
+    lock, vm = kmd.lock, file.vm
+    yielded = False
+
+    def pause() -> bool:
+        nonlocal yielded
+        if lock.depth != 1 or not lock.waiters:
+            return False
+        lock.yield_to_waiters()
+        yielded = True
+        if file.closed:
+            raise CheckAgain()
+        return True
+    try:
+        checked = kmd.checker.check(ctx, ibs, vm, pause)
+    except CheckAgain:
+        return None
+    if yielded:  # (the mappings are still `arrays`: each pause that let others in made sure)
+        wait.keep_check(ctx, ibs, arrays, checked)
+        return None
+    return checked
+
+
 @ioctl_def(Request.CS)
 def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
-    # A CS that waited for its context's oldest job let other ioctls run meanwhile (of other
-    # threads of this client too): nothing it looked up is trusted after, it starts again
-    # from its arguments (the kernel's copy, which no one changes).
-    wait = ShadowWait()  # its place among the CSs waiting for room in the shadow pool
+    # A CS that waited for its context's oldest job, or whose check let other ioctls in, let
+    # them run meanwhile (of other threads of this client too): nothing it looked up is
+    # trusted after, it starts again from its arguments (the kernel's copy, which no one
+    # changes), with its check kept while the file's mappings are as they were.
+    wait = ShadowWait()  # its place among the CSs waiting for room in the shadow pool, its check
     try:
         while True:
             out = _cs(kmd, file, a, wait)
@@ -122,7 +154,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
 
 def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOut | None:
     """One attempt at a CS; None when it waited for a slot of its context or for room in the
-    shadow pool (see cs)."""
+    shadow pool, or its check let other ioctls in (see cs)."""
     ctx = file.ctx(a.ctx_id, "CS")
     kmd.service()
     _may_submit(kmd, ctx)
@@ -243,13 +275,19 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     if kmd.params.cs_check and sched is not kmd.sdma_sched:  # PM4 rings: the checker and its shadow IBs
         # The checked copies are what the CP runs: nothing the client writes from now on
         # reaches it (kmd_model/cs/checker.py).
+        arrays = vm.lookup_arrays()  # (the mappings the check reads: a new tuple at each change)
         try:
-            checked = kmd.checker.check(ctx, ibs, vm)
+            checked = wait.kept_check(ctx, ibs, arrays)
+            if checked is None:
+                checked = _check(kmd, file, ctx, ibs, arrays, wait)
+                if checked is None:
+                    return None  # (it let other ioctls in: the CS starts again, its check kept)
             addr = kmd.shadow_alloc(checked, wait, file)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise
         if addr is None:
+            wait.keep_check(ctx, ibs, arrays, checked)
             # it waited for room, other ioctls meanwhile (a reset may have made the context
             # guilty): the CS starts again, _may_submit first; an address means no wait since
             return None

@@ -152,6 +152,7 @@ TESTS = (
     "tests/security/limits/test_security_checker_off.py",
     "tests/security/limits/test_security_ctx_limits.py",
     "tests/security/limits/test_security_contention.py",
+    "tests/security/limits/test_security_checker_lock.py",
     "tests/security/limits/test_security_kmd_resources.py",
     "tests/security/limits/test_security_kept_records.py",
     "tests/security/memory/test_security_wedged.py",
