@@ -138,16 +138,24 @@ async def _app(dut, opts: RunOptions, sessions: list) -> int:
         return 2
     finally:
         bridge.direct = False
-    apply_app_log(main, opts)  # before the monitors below look at `cp`
-    session = Session(opts)
-    sessions.append(session)
-    monitors = None
-    if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
-        from gpucosim.trace.hwtrace import HwMonitors
-        from testbench.sim import BUILD
+    # the run's setup is plain code too (the monitors' state names take some 5 s of Amaranth
+    # the first time): a stop there was left for driver code that had not started, raised
+    # again every 2 s, and the third time ended the process ("interrupted", no timeline)
+    bridge.direct = True
+    try:
+        apply_app_log(main, opts)  # before the monitors below look at `cp`
+        session = Session(opts)
+        sessions.append(session)
+        monitors = None
+        if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
+            from gpucosim.trace.hwtrace import HwMonitors
+            from testbench.sim import BUILD
 
-        monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width,
-                              cache_dir=BUILD / "rtl").start()
+            monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width, cache_dir=BUILD / "rtl")
+    finally:
+        bridge.direct = False
+    if monitors is not None:
+        monitors.start()
 
     # A crash report asks the CP where it is; its signals are read in the scheduler.
     from gpucosim.trace.hwtrace import cp_probe

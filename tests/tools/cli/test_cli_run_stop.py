@@ -287,6 +287,60 @@ def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path
     assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
 
 
+# gpucosim's setup between the app's import and its main() made slow, as a cold cache of the
+# CP's and the copy engine's state names makes it on the RTL with --trace (some 5 s of Amaranth)
+SLOW_SETUP = ("import os\n"
+              "if os.environ.get('SLOW_FSM_STATES'):\n"
+              "    import time\n"
+              "    import gpucosim.trace.hwtrace as h\n"
+              "    real = h.fsm_states\n"
+              "    def slow(*a, **k):\n"
+              "        time.sleep(float(os.environ['SLOW_FSM_STATES']))\n"
+              "        return real(*a, **k)\n"
+              "    h.fsm_states = slow\n")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("verilator", marks=RTL)])
+def test_a_timeout_during_the_runs_setup_is_raised_there_with_its_outputs(tmp_path, backend):
+    """A stop that came while the simulator's process set the run up (the timeline's hardware
+    monitors, after the app's import) waited for driver code that had not started, was
+    raised again every 2 s and, the third time, ended the process: "gpucosim: interrupted"
+    for a --timeout, no timeline, no exit report."""
+    _need(backend)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_SETUP)
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    env = {"SLOW_FSM_STATES": "8", "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "0.5", "--trace", str(trace),
+                 "--stats-json", str(stats), env=env, timeout=300)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 0.5 s \(at cycle \d+\): stopped",
+                        r.stderr.splitlines()[-1]), r.stderr
+    assert "interrupted" not in r.stderr and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert time.monotonic() - t0 < 120
+
+
+def test_a_half_written_cache_of_the_state_names_is_made_again(tmp_path):
+    """A stop is now raised where the run's setup is, the cache of the CP's state names being
+    written too: half of it (or half of one another run was writing) was JSONDecodeError, a
+    traceback at every run with --trace after it. It is written whole or not at all."""
+    from gpucosim.trace.hwtrace import fsm_states
+    from testbench.sim.design import gpu_verilog
+
+    cache = tmp_path / (gpu_verilog(64).stem + ".cp_states.json")
+    cache.write_text('{"0": "IDLE", "1": "RU')
+    states = fsm_states(64, tmp_path)
+    assert "RUN" in states.values()
+    assert {int(k): v for k, v in json.loads(cache.read_text()).items()} == states
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cache.name]  # (no temporary file left)
+
+
 @pytest.mark.parametrize("backend, how, sig", [
     ("model", "gpucosim", signal.SIGTERM), ("model", "gpucosim", signal.SIGHUP),
     pytest.param("verilator", "gpucosim", signal.SIGTERM, marks=RTL),
