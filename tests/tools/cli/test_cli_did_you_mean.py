@@ -58,3 +58,23 @@ def test_a_mistyped_app_names_the_app_meant(capsys, tmp_path):
     finally:
         os.chdir(cwd)
     assert (ROOT / "examples" / "hello.py").is_file()
+
+
+def test_an_example_named_from_another_folder_names_the_repositorys(capsys, tmp_path):
+    """The README's `gpucosim run examples/hello.py`, typed in another folder, said only "no
+    app at examples/hello.py", and `gpucosim run hello` there no module meant, though the
+    module examples.hello runs from any folder."""
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
+            f"gpucosim run: error: no app at examples/hello.py in {tmp_path}: did you mean "
+            f"{ROOT / 'examples' / 'hello.py'} (the repository's; the module examples.hello runs from any folder)?")
+        assert usage_error(capsys, "run", "hello", "--sim", "model") == (
+            "gpucosim run: error: no module named 'hello': did you mean examples.hello? (APP is APP.py, a module or "
+            "module:function)")
+        # a path of its own that is nowhere: no guess
+        assert usage_error(capsys, "run", "mine/app.py", "--sim", "model") == (
+            "gpucosim run: error: no app at mine/app.py")
+    finally:
+        os.chdir(cwd)
