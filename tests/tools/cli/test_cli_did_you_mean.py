@@ -78,3 +78,17 @@ def test_an_example_named_from_another_folder_names_the_repositorys(capsys, tmp_
             "gpucosim run: error: no app at mine/app.py")
     finally:
         os.chdir(cwd)
+
+
+def test_a_mistyped_kmd_parameter_or_log_module_names_the_one_meant(capsys):
+    """`--kmd job_timout=5` listed the 24 parameters and left the reader to find the one meant;
+    `--log iotcl=info` listed the modules alike."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "job_timout=5").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'job_timout': did you mean job_timeout? (known: "
+        "ban_after_hangs, ")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--log", "iotcl=info") == (
+        "gpucosim run: error: --log: unknown module 'iotcl': did you mean ioctl? (modules: umd, ioctl, kmd, cs, "
+        "ring, fence, ih, sched, bo, vm, bus, cp, sdma, or all)")
+    # nothing close: the lists alone, as before
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "speed=3").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ")
