@@ -287,17 +287,50 @@ def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path
     assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
 
 
-# gpucosim's setup between the app's import and its main() made slow, as a cold cache of the
-# CP's and the copy engine's state names makes it on the RTL with --trace (some 5 s of Amaranth)
+# gpucosim's setup between the app's import and its main() in the simulator's process (the one
+# with GPUCOSIM_APP_RESULT) made slow, as a cold cache of the CP's and the copy engine's state
+# names made it on the RTL with --trace (some 5 s of Amaranth)
 SLOW_SETUP = ("import os\n"
               "if os.environ.get('SLOW_FSM_STATES'):\n"
               "    import time\n"
               "    import gpucosim.trace.hwtrace as h\n"
               "    real = h.fsm_states\n"
               "    def slow(*a, **k):\n"
-              "        time.sleep(float(os.environ['SLOW_FSM_STATES']))\n"
+              "        if os.environ.get('GPUCOSIM_APP_RESULT'):\n"
+              "            time.sleep(float(os.environ['SLOW_FSM_STATES']))\n"
               "        return real(*a, **k)\n"
               "    h.fsm_states = slow\n")
+# the state names' cache in a folder of the test's own: cold, as on a design's first --trace run
+COLD_STATES = ("import os\n"
+               "if os.environ.get('COLD_STATES_DIR'):\n"
+               "    import gpucosim.trace.hwtrace as h\n"
+               "    real = h.fsm_states\n"
+               "    def cold(data_width=64, cache_dir=None, block='cp'):\n"
+               "        return real(data_width, os.environ['COLD_STATES_DIR'], block)\n"
+               "    h.fsm_states = cold\n")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("verilator", marks=RTL)])
+def test_the_state_names_of_a_first_trace_run_are_made_before_the_timeout_counts(tmp_path, backend):
+    """The CP's and the copy engine's state names (the timeline's monitors read them) were
+    made in the simulator's process on a design's first run with --trace: some 5 s of
+    Amaranth counted in --timeout, the app stopped before it ran ("at cycle 0"). The
+    launcher makes them with the build; the simulator finds them made."""
+    _need(backend)
+    site, states = tmp_path / "site", tmp_path / "states"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(COLD_STATES)
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    env = {"COLD_STATES_DIR": str(states), "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "2", "--trace", str(trace), env=env, timeout=300)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    last = r.stderr.splitlines()[-1]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 2 s \(at cycle \d+\): stopped",
+                        last), r.stderr
+    assert int(re.search(r"at cycle (\d+)", last).group(1)) > 0, r.stderr
+    assert sorted(p.name.split(".", 1)[1] for p in states.iterdir()) == ["cp_states.json", "sdma_states.json"]
 
 
 @pytest.mark.parametrize("backend", [pytest.param("verilator", marks=RTL)])
