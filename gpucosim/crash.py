@@ -568,8 +568,9 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     else:
         lines.append("  buffers: none left allocated (no leaks)" if at_exit else "  buffers: none allocated")
     kb = kmd.bo.live_bos(None)
+    names = Counter(b.name for b in kb)  # (in the order first seen; a page table per 2 MiB mapped repeats)
     lines.append(f"  kernel buffers: {len(kb)} ({_size(sum(b.size for b in kb))}): "
-                 + ", ".join(b.name for b in kb))
+                 + ", ".join(f"{n} (x{k})" if k > 1 else n for n, k in names.items()))
     counts = []
     for q in queues:
         cb = q.cmdbuf

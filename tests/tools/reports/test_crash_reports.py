@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 from ..cli.cli_helpers import gpucosim
 
@@ -37,3 +39,20 @@ def test_an_uncaught_gpu_error_names_its_report_and_writes_no_second(tmp_path):
     r = gpucosim("run", str(app), "--sim", "model", "--crash-dir", str(tmp_path / "crash2"))
     assert r.returncode == 1 and "gpucosim: exception in the app: RuntimeError: mine" in r.stderr, r.stderr
     assert len(list((tmp_path / "crash2").glob("crash-hang-model-*.txt"))) == 1
+
+
+def test_the_exit_reports_kernel_buffers_say_a_repeated_name_once(tmp_path):
+    """An app with 8 MiB mapped has a page table for every 2 MiB: the exit report listed
+    "vm L1 table, vm L1 table, vm L1 table, ..." once for each."""
+    app = tmp_path / "big.py"
+    app.write_text("import umd\n"
+                   "def main():\n"
+                   "    gpu = umd.open()\n"
+                   "    global bufs\n"
+                   "    bufs = [gpu.alloc(2 << 20, 'vram') for _ in range(4)]\n")  # (left open: the report shows them)
+    r = gpucosim("run", str(app), "--sim", "model", "--stats")
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("  kernel buffers: "))
+    names = line.split("): ", 1)[1].split(", ")
+    assert len(names) == len(set(names)), line
+    assert any(re.fullmatch(r"vm L1 table \(x\d+\)", n) for n in names), line
