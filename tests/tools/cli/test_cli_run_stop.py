@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -171,6 +172,48 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
                      r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
     assert json.loads(stats.read_text())["exit_code"] == 124
+
+
+@pytest.mark.parametrize("how, sig", [("group", signal.SIGTERM), ("gpucosim", signal.SIGTERM),
+                                      ("group", signal.SIGINT), ("simulator", signal.SIGTERM)])
+def test_a_stop_the_app_swallows_on_a_simulator_is_said_once(tmp_path, how, sig):
+    """An app that catches every stop is ended by the simulator's process itself
+    (stops.hard_stop), which said "gpucosim: terminated (SIGTERM)" (or "interrupted"), and
+    the launcher, which had the signal too, said it again: two lines for one stop. A signal
+    sent to the simulator alone is said once as well, by the launcher."""
+    _need("verilator")
+    body = ("import time\ndef main():\n    print('running', flush=True)\n    while True:\n        try:\n"
+            "            time.sleep(10)\n        except BaseException:\n            pass\n")
+    if how == "simulator":
+        app = tmp_path / "spin.py"
+        app.write_text(body)
+        e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+        e.pop("GPUCOSIM_LOG", None)
+        p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator"], cwd=ROOT,
+                             env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            assert p.stdout.readline().strip() == "running"
+            kids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
+                    and _ppid(d) == p.pid]
+            assert len(kids) == 1, kids
+            os.kill(kids[0], sig)
+            out, err = p.communicate(timeout=120)
+        finally:
+            p.kill()
+        code = p.returncode
+    else:
+        code, out, err, _, _ = _stop("verilator", tmp_path, how, body=body, sig=sig)
+    words = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
+    assert code == 128 + sig, err
+    assert err.splitlines().count(f"gpucosim: {words}") == 1, err
+
+
+def _ppid(d) -> int:
+    try:
+        return int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
 
 
 def _report(stderr: str) -> tuple[str, str]:
