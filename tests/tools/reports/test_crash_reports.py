@@ -1,4 +1,5 @@
-"""Crash reports of a run: one failure, one report."""
+"""What a run reports of itself: one crash report for one failure, the exit report's kernel
+buffers, the status line."""
 
 from __future__ import annotations
 
@@ -56,3 +57,12 @@ def test_the_exit_reports_kernel_buffers_say_a_repeated_name_once(tmp_path):
     names = line.split("): ", 1)[1].split(", ")
     assert len(names) == len(set(names)), line
     assert any(re.fullmatch(r"vm L1 table \(x\d+\)", n) for n in names), line
+
+
+def test_the_status_line_counts_one_ioctl_in_the_singular():
+    """A run's status line said "1 ioctls" while the app waited in its first one."""
+    from gpucosim.run.console import status_text
+
+    assert status_text("verilator: big", {"cycles": 332, "ioctls": 1}, 4.0, 0) == (
+        "verilator: big  |  332 cycles  1 ioctl  4 s")
+    assert status_text("verilator: big", {"cycles": 0, "ioctls": 2}, 4.0, 0).endswith("  2 ioctls  4 s")
