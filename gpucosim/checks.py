@@ -111,7 +111,9 @@ def kmd_params(p: argparse.ArgumentParser, items: list[str]) -> dict:
         if not sep or not key:
             p.error(f"--kmd wants KEY=VALUE, not {item!r}")
         if key not in known:
-            p.error(f"--kmd: unknown KMD parameter {key!r} (known: {', '.join(sorted(known))})")
+            like = difflib.get_close_matches(key, sorted(known), n=1)
+            p.error(f"--kmd: unknown KMD parameter {key!r}" + (f": did you mean {like[0]}?" if like else "")
+                    + f" (known: {', '.join(sorted(known))})")
         default = known[key].default
         text = text.strip()
         try:

@@ -123,7 +123,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--waves", action="store_true",
                    help="write a waveform (FST) of the RTL run (a separate, cached build)")
     p.add_argument("--waves-file", type=output_arg, metavar="FILE",
-                   help="where --waves writes, a .fst file (default build/waves/APP-SIM.fst)")
+                   help="where --waves writes, a .fst file (default build/waves/APP-SIM.fst in the repository, from any folder)")
     # (repeatable, the pairs of each joined: a second --log replaced the first, silently)
     p.add_argument("--log", action="append", metavar="SPEC", help="per-module log levels, e.g. ioctl=info,ring=debug "
                                                                     "(repeatable; default: $GPUCOSIM_LOG)")
@@ -135,7 +135,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_timeout, metavar="SECONDS",
                    help="stop the app after SECONDS of wall-clock time (from its start, the build not counted), "
                         "writing --trace and --stats-json as a Ctrl-C does; exit status 124")
-    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash; made by the first report)")
+    p.add_argument("--crash-dir", type=path_arg, metavar="DIR", help="where crash reports go (default build/crash in the repository, from any folder; made by the first report)")
     p.add_argument("--kmd", action="append", default=[], metavar="KEY=VALUE",
                    help="a KMD parameter for this run (repeatable), e.g. --kmd job_timeout=20000")
     p.add_argument("--no-dma", action="store_true",

@@ -103,6 +103,7 @@ class CrashReporter:
         self.kmd: Kmd | None = None
         self.ioctls: deque = deque(maxlen=LAST_IOCTLS)
         self.written: list[Path] = []
+        self.of_error: list[tuple[object, Path]] = []  # (a GPU error's info, its report): the app's GpuError holds it
         self.shown: Callable[[Path], str] = str  # how a path is printed (Session: from the user's cwd)
         self.extra: Callable[[], str] | None = None  # more to say (the exit report's stats)
         # what the drivers the app reloaded (kmd_model.rebind) counted before they went: the
@@ -124,8 +125,17 @@ class CrashReporter:
         elif event == "gpu_error":
             info = f["info"]
             what = "job timeout" if info.code == "TIMEOUT" else "GPU error"
-            self.report(f"{what}: {info.message}", info=info, state=f["state"], job=f["job"],
-                        ring=f.get("ring", "gfx"))
+            path = self.report(f"{what}: {info.message}", info=info, state=f["state"], job=f["job"],
+                               ring=f.get("ring", "gfx"))
+            if path is not None:
+                self.of_error.append((info, path))
+
+    def report_of(self, exc: BaseException) -> Path | None:
+        """The report written for the GPU error that `exc` (the UMD's GpuError) raises, when
+        there is one: written before recovery, it holds what a report of the exception would
+        have lost (the registers, the ring, the IB with the packet in hand)."""
+        info = getattr(exc, "info", None)
+        return next((p for i, p in self.of_error if i is info), None) if info is not None else None
 
     # ------------------------------------------------------------------ writing
 
@@ -558,8 +568,9 @@ def exit_report(kmd: "Kmd", queues: list, ioctl_stats: dict[str, list], at_exit:
     else:
         lines.append("  buffers: none left allocated (no leaks)" if at_exit else "  buffers: none allocated")
     kb = kmd.bo.live_bos(None)
+    names = Counter(b.name for b in kb)  # (in the order first seen; a page table per 2 MiB mapped repeats)
     lines.append(f"  kernel buffers: {len(kb)} ({_size(sum(b.size for b in kb))}): "
-                 + ", ".join(b.name for b in kb))
+                 + ", ".join(f"{n} (x{k})" if k > 1 else n for n, k in names.items()))
     counts = []
     for q in queues:
         cb = q.cmdbuf

@@ -14,6 +14,7 @@ lookup and a compare, and nothing is formatted (the ring's disassembly is only b
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import sys
@@ -81,7 +82,9 @@ def parse(spec: str) -> list[tuple[str | None, int]]:
         elif mod in MODULES:
             out.append((mod, _level(lv)))
         else:
-            raise ValueError(f"{ENV}: unknown module {mod!r} (modules: {', '.join(MODULES)}, or all)")
+            like = difflib.get_close_matches(mod, MODULES, n=1)
+            raise ValueError(f"{ENV}: unknown module {mod!r}" + (f": did you mean {like[0]}?" if like else "")
+                             + f" (modules: {', '.join(MODULES)}, or all)")
     return out
 
 

@@ -322,6 +322,10 @@ class Queue(_Dispatched):
     def seq_of(self, n: int) -> int:
         """The last seqno of the queue's n-th submitted flush (n from 1): the one whose end
         means the whole flush has run."""
+        n = _index("seq_of", "n", n)
+        if not 1 <= n <= self.submitted:  # (a flush not submitted has no seqno: None + n, a TypeError)
+            raise ValueError(f"seq_of: n must be the number of a submitted flush, from 1 to {self.submitted} "
+                             f"(the queue has submitted {self.submitted}), not {n}")
         k = bisect.bisect_right(self._extra_cs, (n, M32)) - 1
         return (self.first_seq + n - 1 + (self._extra_cs[k][1] if k >= 0 else 0)) & M32
 

@@ -89,9 +89,10 @@ def queue_copy(self: Queue, dst: Buffer, dst_offset: int, src: Buffer, src_offse
     _need_dma(self, "copy")
     d, size = _bytes_range(self, "copy", "dst", dst, dst_offset, size, "dst_offset")
     s, _ = _bytes_range(self, "copy", "src", src, src_offset, size, "src_offset")
-    if s < d + size and d < s + size:
-        raise ValueError(f"copy: source [{s:#x}, {s + size:#x}) and destination [{d:#x}, {d + size:#x}) "
-                         "overlap")
+    if s < d + size and d < s + size:  # (one buffer's two ranges: no two buffers share memory)
+        s, d = s - src.gpu_addr, d - src.gpu_addr  # (offsets, as the app gave them: it named no address)
+        raise ValueError(f"copy: source [{s:#x}, {s + size:#x}) and destination [{d:#x}, {d + size:#x}) of the "
+                         "same buffer overlap")
     if size:
         _emit_copy(self, d, s, size, self._label("copy"))
         self._end_command()

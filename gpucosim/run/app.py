@@ -238,7 +238,16 @@ def no_app_file(target: str) -> str:
         return (f"no app at {target}: a module is named without .py ({name}), a file with its folders "
                 f"({name.replace('.', '/')}.py)")
     like = _like_file(target)
+    if like is None and not os.path.isabs(target) and _is_file(str(_ROOT / target)):
+        # (the README's `gpucosim run examples/hello.py` from another folder: the example is
+        # the repository's, and its module runs from any folder)
+        module = Path(target).with_suffix("").as_posix().replace("/", ".")
+        return (f"no app at {target} in {os.getcwd()}: did you mean {_ROOT / target} (the repository's; "
+                f"the module {module} runs from any folder)?")
     return f"no app at {target}" + (f": did you mean {like}?" if like else "")
+
+
+_ROOT = Path(__file__).resolve().parents[2]  # the repository's top folder (examples/ is in it)
 
 
 def _like_file(target: str) -> str | None:
@@ -278,7 +287,7 @@ def _like_module(name: str) -> str | None:
     close = difflib.get_close_matches(last, sorted(names)[:10_000], n=1, cutoff=0.75)
     if close:
         return f"{parent}.{close[0]}" if parent else close[0]
-    if not parent and _is_file(os.path.join("examples", last + ".py")):
+    if not parent and _is_file(str(_ROOT / "examples" / (last + ".py"))):  # (importable from any folder)
         return f"examples.{last}"
     return None
 

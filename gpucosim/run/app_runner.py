@@ -118,6 +118,23 @@ async def app(dut):
     _result(code, stop_words(stopped) if isinstance(stopped, KeyboardInterrupt) else "")
 
 
+STATUS_CYCLES = 10_000  # how often the status line's cycles move during a long device wait
+
+
+async def _status_ticks(session: Session) -> None:
+    """The run's status (the console's cycles) while the simulator runs inside one wait of
+    the driver's: it moved at each ioctl's end, so an app's one long wait (an 8 MiB upload,
+    a hang the job timer ends) showed the cycles of its start for all of it. A wake-up every
+    STATUS_CYCLES cycles, ended with the test; status_tick writes at most 5 times a second."""
+    from cocotb.triggers import Timer
+
+    from testbench.sim.cocotb_device import PERIOD_PS
+
+    while True:
+        await Timer(STATUS_CYCLES * PERIOD_PS, "ps")
+        session.status_tick()
+
+
 async def _app(dut, opts: RunOptions, sessions: list) -> int:
     # the drivers' logs print through their own handler (--log), as on the model, not
     # through the handler cocotb puts on the root logger (which doubled the KMD's errors)
@@ -138,16 +155,25 @@ async def _app(dut, opts: RunOptions, sessions: list) -> int:
         return 2
     finally:
         bridge.direct = False
-    apply_app_log(main, opts)  # before the monitors below look at `cp`
-    session = Session(opts)
-    sessions.append(session)
-    monitors = None
-    if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
-        from gpucosim.trace.hwtrace import HwMonitors
-        from testbench.sim import BUILD
+    # the run's setup is plain code too (the monitors' state names take some 5 s of Amaranth
+    # the first time): a stop there was left for driver code that had not started, raised
+    # again every 2 s, and the third time ended the process ("interrupted", no timeline)
+    bridge.direct = True
+    try:
+        apply_app_log(main, opts)  # before the monitors below look at `cp`
+        session = Session(opts)
+        sessions.append(session)
+        monitors = None
+        if session.timeline is not None or get_logger("cp").isEnabledFor(logging.INFO):
+            from gpucosim.trace.hwtrace import HwMonitors
+            from testbench.sim import BUILD
 
-        monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width,
-                              cache_dir=BUILD / "rtl").start()
+            monitors = HwMonitors(dut, session.timeline, data_width=opts.data_width, cache_dir=BUILD / "rtl")
+    finally:
+        bridge.direct = False
+    if monitors is not None:
+        monitors.start()
+    cocotb.start_soon(_status_ticks(session))
 
     # A crash report asks the CP where it is; its signals are read in the scheduler.
     from gpucosim.trace.hwtrace import cp_probe

@@ -133,7 +133,7 @@ def status_text(label: str, st: dict | None, elapsed: float, tick: int) -> str:
     if "cycles" in st:
         parts.append(f"{st['cycles']:,} cycles")
     if "ioctls" in st:
-        parts.append(f"{st['ioctls']} ioctls")
+        parts.append(f"{st['ioctls']} ioctl{'' if st['ioctls'] == 1 else 's'}")
     parts.append(f"{elapsed:.0f} s")
     return "  ".join(parts)
 

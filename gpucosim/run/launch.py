@@ -187,6 +187,22 @@ def _run_model(opts: RunOptions) -> int:
     return code
 
 
+def _state_names(opts: RunOptions) -> None:
+    """The CP's and the copy engine's state names, which the timeline's and the `cp` log's
+    monitors read, cached beside the design's Verilog as part of the build: made in the
+    simulator's process, their first 5 s of Amaranth were counted in --timeout, which
+    stopped the app before it ran ("at cycle 0") on the first --trace run of a design."""
+    from testbench import sim
+
+    from ..trace.hwtrace import fsm_states
+
+    for block in ("cp", "sdma"):
+        try:
+            fsm_states(opts.data_width, sim.BUILD / "rtl", block)
+        except RuntimeError:  # (a design without that engine: its monitor is not made either)
+            pass
+
+
 def _leave_the_app(before: set, opts: RunOptions, code: int, line: str) -> None:
     """After a stop, what the app started is not waited for: its processes (multiprocessing's)
     are terminated, and with threads of its own still running the process ends here, its
@@ -298,6 +314,7 @@ def _run_rtl(opts: RunOptions) -> int:
     try:
         with Console(label, status=lambda: {"estimate": est} if est else None):
             sim.build(design, opts.backend, waves=waves)  # before the app's output starts
+            _state_names(opts)
     except sim.BuildError as e:  # (a toolchain's failure: its own words, then one line; no traceback)
         print(str(e).split("\n", 1)[-1].rstrip()[-2000:], file=sys.stderr)
         print(f"gpucosim: the {opts.backend} build of {design.name} failed (above: the end of its log, {e.log})",

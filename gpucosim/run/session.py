@@ -296,7 +296,12 @@ class Session:
                     from .app import app_traceback  # (app.py imports this module)
 
                     print(app_traceback(e), end="", file=sys.stderr, flush=True)
-                    crash.report(f"exception in the app: {described(e)}", exc=e)
+                    prior = crash.report_of(e)
+                    if prior is None:
+                        crash.report(f"exception in the app: {described(e)}", exc=e)
+                    else:  # (a GpuError whose failure has its report: a second one, after recovery, said less)
+                        print(f"gpucosim: exception in the app: {type(e).__name__}, the GPU error above "
+                              f"(its crash report: {opts.shown(prior)})", file=sys.stderr, flush=True)
                     code, raised = 1, True
             finally:
                 self.app_wall = time.perf_counter() - t_app

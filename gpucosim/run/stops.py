@@ -132,7 +132,7 @@ def _not_now(frame) -> bool:
         return False
 
 
-def hard_stop(e: BaseException, result: Callable[[int], None] | None = None, *,
+def hard_stop(e: BaseException, result: Callable[..., None] | None = None, *,
               why: str = "the app caught every stop", opts: "RunOptions | None" = None) -> None:
     """End the process: an app that catches every stop (from the signal handler), or one
     that --timeout did not stop within stop_grace() more (the model's watchdog). What the
@@ -152,23 +152,28 @@ def hard_stop(e: BaseException, result: Callable[[int], None] | None = None, *,
             s.finish()
         except Exception as err:  # (the exit is what matters now)
             print(f"gpucosim: the run's outputs could not all be written: {_session().described(err)}", file=sys.stderr)
+    said = isinstance(e, KeyboardInterrupt) and result is not None
     if result is not None:
-        result(code)
+        # (a ^C's or a SIGTERM's words go to the launcher, which says them unless the signal
+        # reached it too and it says so itself: both said "gpucosim: terminated (SIGTERM)")
+        result(code, stop_words(e)) if said else result(code)
     elif s is not None:  # (in the launcher, the model's: the streams' copies, as its run's end would)
         from .outputs import relay
 
         relay(s.opts)
-    if isinstance(e, RunTimeout) and (s is not None or opts is not None):
-        print(timeout_message(s.opts if s else opts, s.cycles if s else 0) + f" ({why}: its process ended)",
-              file=sys.stderr, flush=True)
-    else:
+    if isinstance(e, RunTimeout):  # (with no run to name: "interrupted" was said of a --timeout)
+        o = s.opts if s else opts
+        line = (timeout_message(o, s.cycles if s else 0) if o is not None else
+                f"gpucosim: the app did not finish within {e.seconds:g} s: stopped")
+        print(line + f" ({why}: its process ended)", file=sys.stderr, flush=True)
+    elif not said:
         print(f"gpucosim: {stop_words(e)}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(code)
 
 
 def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None], *,
-                    sigint: bool = False, result: Callable[[int], None] | None = None) -> Callable[[], None]:
+                    sigint: bool = False, result: Callable[..., None] | None = None) -> Callable[[], None]:
     """Arm `timeout` (wall-clock seconds; SIGALRM) and, with `sigint`, take over Ctrl-C:
     the first of them calls `throw(RunTimeout | KeyboardInterrupt)` in the signal handler
     (which raises it in the app's code, or has it raised there at its next chance: the

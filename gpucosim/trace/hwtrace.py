@@ -91,8 +91,10 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str =
     if cache_dir is not None:
         from testbench.sim.design import gpu_verilog
         cache = Path(cache_dir) / (gpu_verilog(data_width).stem + f".{block}_states.json")
-        if cache.exists():
+        try:
             return {int(k): v for k, v in json.loads(cache.read_text()).items()}
+        except (OSError, ValueError, AttributeError):  # (none yet; or half of one: made again)
+            pass
     from amaranth.hdl import Fragment, Signal
 
     try:
@@ -122,8 +124,12 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str =
     if not found or "RUN" not in found.values():
         raise RuntimeError(f"cannot find the {block} FSM ({block}_state) in rtl.top.GpuTop")
     if cache is not None:
+        # (whole or not at all: a run stopped as it wrote it, or another one reading it as it
+        # was written, read half a JSON file, a traceback at every later run)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(found))
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(found))
+        os.replace(tmp, cache)
     return found
 
 

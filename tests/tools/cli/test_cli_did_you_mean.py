@@ -58,3 +58,37 @@ def test_a_mistyped_app_names_the_app_meant(capsys, tmp_path):
     finally:
         os.chdir(cwd)
     assert (ROOT / "examples" / "hello.py").is_file()
+
+
+def test_an_example_named_from_another_folder_names_the_repositorys(capsys, tmp_path):
+    """The README's `gpucosim run examples/hello.py`, typed in another folder, said only "no
+    app at examples/hello.py", and `gpucosim run hello` there no module meant, though the
+    module examples.hello runs from any folder."""
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
+            f"gpucosim run: error: no app at examples/hello.py in {tmp_path}: did you mean "
+            f"{ROOT / 'examples' / 'hello.py'} (the repository's; the module examples.hello runs from any folder)?")
+        assert usage_error(capsys, "run", "hello", "--sim", "model") == (
+            "gpucosim run: error: no module named 'hello': did you mean examples.hello? (APP is APP.py, a module or "
+            "module:function)")
+        # a path of its own that is nowhere: no guess
+        assert usage_error(capsys, "run", "mine/app.py", "--sim", "model") == (
+            "gpucosim run: error: no app at mine/app.py")
+    finally:
+        os.chdir(cwd)
+
+
+def test_a_mistyped_kmd_parameter_or_log_module_names_the_one_meant(capsys):
+    """`--kmd job_timout=5` listed the 24 parameters and left the reader to find the one meant;
+    `--log iotcl=info` listed the modules alike."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "job_timout=5").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'job_timout': did you mean job_timeout? (known: "
+        "ban_after_hangs, ")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--log", "iotcl=info") == (
+        "gpucosim run: error: --log: unknown module 'iotcl': did you mean ioctl? (modules: umd, ioctl, kmd, cs, "
+        "ring, fence, ih, sched, bo, vm, bus, cp, sdma, or all)")
+    # nothing close: the lists alone, as before
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "speed=3").startswith(
+        "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -550,3 +551,26 @@ def test_run_folders_are_pruned_but_never_a_running_ones(tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+@pytest.mark.parametrize("backend", [pytest.param("verilator", marks=pytest.mark.xdist_group("demo_rtl"))])
+def test_the_status_lines_cycles_move_during_one_long_wait(tmp_path, backend):
+    """The status line's cycles moved at each ioctl's end: an app's one long wait (a hang
+    the job timer ends, an 8 MiB upload) showed the cycles of its start for all of its
+    seconds, as if the simulator were stuck."""
+    from testbench import sim
+
+    if sim.unavailable_reason(backend):
+        pytest.skip(sim.unavailable_reason(backend))
+    app = tmp_path / "hang.py"
+    app.write_text("import umd\n\ndef main():\n    gpu = umd.open()\n    buf = gpu.alloc(64)\n    q = gpu.queue()\n"
+                   "    q.wait_mem(buf, 0, 1)\n    try:\n        q.finish(timeout=None)\n"
+                   "    except umd.GpuError:\n        pass\n    gpu.close()\n")
+    r = gpucosim("run", str(app), "--sim", backend, "--kmd", "job_timeout=200000", "--crash-dir",
+                 str(tmp_path / "crash"), env={"GPUCOSIM_PROGRESS": "1"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    seen: dict[int, set] = {}  # ioctls done -> the cycles the line showed then
+    for cycles, ioctls in re.findall(r"([\d,]+) cycles  (\d+) ioctls?", r.stderr):
+        seen.setdefault(int(ioctls), set()).add(int(cycles.replace(",", "")))
+    # the wait (WAIT_CS, 200,000 cycles and more): the cycles moved while no ioctl ended
+    assert max(len(c) for c in seen.values()) >= 3, seen

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -173,6 +174,48 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
     assert json.loads(stats.read_text())["exit_code"] == 124
 
 
+@pytest.mark.parametrize("how, sig", [("group", signal.SIGTERM), ("gpucosim", signal.SIGTERM),
+                                      ("group", signal.SIGINT), ("simulator", signal.SIGTERM)])
+def test_a_stop_the_app_swallows_on_a_simulator_is_said_once(tmp_path, how, sig):
+    """An app that catches every stop is ended by the simulator's process itself
+    (stops.hard_stop), which said "gpucosim: terminated (SIGTERM)" (or "interrupted"), and
+    the launcher, which had the signal too, said it again: two lines for one stop. A signal
+    sent to the simulator alone is said once as well, by the launcher."""
+    _need("verilator")
+    body = ("import time\ndef main():\n    print('running', flush=True)\n    while True:\n        try:\n"
+            "            time.sleep(10)\n        except BaseException:\n            pass\n")
+    if how == "simulator":
+        app = tmp_path / "spin.py"
+        app.write_text(body)
+        e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+        e.pop("GPUCOSIM_LOG", None)
+        p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator"], cwd=ROOT,
+                             env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        try:
+            assert p.stdout.readline().strip() == "running"
+            kids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
+                    and _ppid(d) == p.pid]
+            assert len(kids) == 1, kids
+            os.kill(kids[0], sig)
+            out, err = p.communicate(timeout=120)
+        finally:
+            p.kill()
+        code = p.returncode
+    else:
+        code, out, err, _, _ = _stop("verilator", tmp_path, how, body=body, sig=sig)
+    words = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
+    assert code == 128 + sig, err
+    assert err.splitlines().count(f"gpucosim: {words}") == 1, err
+
+
+def _ppid(d) -> int:
+    try:
+        return int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
 def _report(stderr: str) -> tuple[str, str]:
     """The exit report's header line and its body, from a run's stderr."""
     lines = stderr.splitlines()
@@ -285,6 +328,93 @@ def test_a_timeout_before_the_app_runs_is_still_a_stop_with_its_outputs(tmp_path
                         r"stopped", r.stderr.splitlines()[-1]), r.stderr
     assert json.loads(stats.read_text())["exit_code"] == 124
     assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
+
+
+# gpucosim's setup between the app's import and its main() in the simulator's process (the one
+# with GPUCOSIM_APP_RESULT) made slow, as a cold cache of the CP's and the copy engine's state
+# names made it on the RTL with --trace (some 5 s of Amaranth)
+SLOW_SETUP = ("import os\n"
+              "if os.environ.get('SLOW_FSM_STATES'):\n"
+              "    import time\n"
+              "    import gpucosim.trace.hwtrace as h\n"
+              "    real = h.fsm_states\n"
+              "    def slow(*a, **k):\n"
+              "        if os.environ.get('GPUCOSIM_APP_RESULT'):\n"
+              "            time.sleep(float(os.environ['SLOW_FSM_STATES']))\n"
+              "        return real(*a, **k)\n"
+              "    h.fsm_states = slow\n")
+# the state names' cache in a folder of the test's own: cold, as on a design's first --trace run
+COLD_STATES = ("import os\n"
+               "if os.environ.get('COLD_STATES_DIR'):\n"
+               "    import gpucosim.trace.hwtrace as h\n"
+               "    real = h.fsm_states\n"
+               "    def cold(data_width=64, cache_dir=None, block='cp'):\n"
+               "        return real(data_width, os.environ['COLD_STATES_DIR'], block)\n"
+               "    h.fsm_states = cold\n")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("verilator", marks=RTL)])
+def test_the_state_names_of_a_first_trace_run_are_made_before_the_timeout_counts(tmp_path, backend):
+    """The CP's and the copy engine's state names (the timeline's monitors read them) were
+    made in the simulator's process on a design's first run with --trace: some 5 s of
+    Amaranth counted in --timeout, the app stopped before it ran ("at cycle 0"). The
+    launcher makes them with the build; the simulator finds them made."""
+    _need(backend)
+    site, states = tmp_path / "site", tmp_path / "states"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(COLD_STATES)
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace = tmp_path / "t.json"
+    env = {"COLD_STATES_DIR": str(states), "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "2", "--trace", str(trace), env=env, timeout=300)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    last = r.stderr.splitlines()[-1]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 2 s \(at cycle \d+\): stopped",
+                        last), r.stderr
+    assert int(re.search(r"at cycle (\d+)", last).group(1)) > 0, r.stderr
+    assert sorted(p.name.split(".", 1)[1] for p in states.iterdir()) == ["cp_states.json", "sdma_states.json"]
+
+
+@pytest.mark.parametrize("backend", [pytest.param("verilator", marks=RTL)])
+def test_a_timeout_during_the_runs_setup_is_raised_there_with_its_outputs(tmp_path, backend):
+    """A stop that came while the simulator's process set the run up (the timeline's hardware
+    monitors, after the app's import) waited for driver code that had not started, was
+    raised again every 2 s and, the third time, ended the process: "gpucosim: interrupted"
+    for a --timeout, no timeline, no exit report."""
+    _need(backend)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_SETUP)
+    app = tmp_path / "spin.py"
+    app.write_text(SPIN)
+    trace, stats = tmp_path / "t.json", tmp_path / "s.json"
+    env = {"SLOW_FSM_STATES": "8", "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    t0 = time.monotonic()
+    r = gpucosim("run", str(app), "--sim", backend, "--timeout", "0.5", "--trace", str(trace),
+                 "--stats-json", str(stats), env=env, timeout=300)
+    assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
+    assert re.fullmatch(rf"gpucosim: {re.escape(str(app))} did not finish within 0.5 s \(at cycle \d+\): stopped",
+                        r.stderr.splitlines()[-1]), r.stderr
+    assert "interrupted" not in r.stderr and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert isinstance(json.loads(trace.read_text())["traceEvents"], list)
+    assert json.loads(stats.read_text())["exit_code"] == 124
+    assert time.monotonic() - t0 < 120
+
+
+def test_a_half_written_cache_of_the_state_names_is_made_again(tmp_path):
+    """A stop is now raised where the run's setup is, the cache of the CP's state names being
+    written too: half of it (or half of one another run was writing) was JSONDecodeError, a
+    traceback at every run with --trace after it. It is written whole or not at all."""
+    from gpucosim.trace.hwtrace import fsm_states
+    from testbench.sim.design import gpu_verilog
+
+    cache = tmp_path / (gpu_verilog(64).stem + ".cp_states.json")
+    cache.write_text('{"0": "IDLE", "1": "RU')
+    states = fsm_states(64, tmp_path)
+    assert "RUN" in states.values()
+    assert {int(k): v for k, v in json.loads(cache.read_text()).items()} == states
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cache.name]  # (no temporary file left)
 
 
 @pytest.mark.parametrize("backend, how, sig", [

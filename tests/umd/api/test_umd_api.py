@@ -155,3 +155,27 @@ def test_each_versions_queue_describes_itself():
         for key, fn in table.entries.items():
             assert not re.search(r"\bas (?:in )?(?:v|version )\d", fn.__doc__ or ""), (version, key)
         gpu.close()
+
+
+def test_seq_of_a_flush_not_submitted_is_one_line():
+    """Queue.seq_of, which help(umd.Queue) lists, of a flush the queue has not submitted
+    (a new queue's first) was Python's "unsupported operand type(s) for +: 'NoneType' and
+    'int'"."""
+    kmd_model.bind(RefModel())
+    try:
+        gpu = umd.open()
+        q = gpu.queue()
+        with pytest.raises(ValueError, match=r"^seq_of: n must be the number of a submitted flush, from 1 to 0 "
+                                             r"\(the queue has submitted 0\), not 1$"):
+            q.seq_of(1)
+        with pytest.raises(TypeError, match=r"^seq_of: n must be an int, not '1'$"):
+            q.seq_of("1")
+        q.write(gpu.alloc(64), 0, 1)
+        q.finish()
+        assert q.seq_done(q.seq_of(1))
+        with pytest.raises(ValueError, match=r"^seq_of: n must be the number of a submitted flush, from 1 to 1 "
+                                             r"\(the queue has submitted 1\), not 0$"):
+            q.seq_of(0)
+        gpu.close()
+    finally:
+        kmd_model.unbind()
