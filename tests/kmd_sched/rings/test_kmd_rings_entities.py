@@ -414,3 +414,28 @@ def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
     for seq in range(5):
         ctx.job_failed(seq, uapi.KmdError(errno.ECANCELED, f"job {seq}"))
     assert list(ctx.failed) == [2, 3, 4] and ctx.failed[4].message == "job 4"
+
+
+def test_a_guilty_contexts_job_held_on_a_dependency_leaves_the_scheduler_with_it():
+    """A guilty context's queued jobs are cancelled with it (Scheduler.drop_context), a job
+    held on a dependency among them: its entity, out of the run queue while its head waited,
+    goes with its last job. Kept aside, it would be counted as queued work on the ring for
+    good (has_queued: the MMU-stuck wedge's 'jobs waiting for a VMID', a kick at each
+    service) and keep its context after CTX FREE."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    y = new_ctx(c)
+    hang = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # (the flag never set)
+    d = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [1]), 0x400), ctx=y)  # (behind it in the ring)
+    held = c.submit(CsChunkDep(HwIp.GFX, 0, y, d), c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x600))
+    gfx = next(s for s in kmd.scheds if s.name == "gfx")
+    assert [e.ctx.id for e in gfx.parked] == [c.ctx]
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(hang, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED
+    assert c.wait(d, ctx=y) and bo.u32[0x40] == 1  # (innocent: run again after the reset)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(held)
+    assert ei.value.errno == errno.ECANCELED and bo.u32[0x41] == 0
+    assert not gfx.parked and not any(s.has_queued() for s in kmd.scheds)
