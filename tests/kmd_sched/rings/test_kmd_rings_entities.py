@@ -439,3 +439,22 @@ def test_a_guilty_contexts_job_held_on_a_dependency_leaves_the_scheduler_with_it
         c.wait(held)
     assert ei.value.errno == errno.ECANCELED and bo.u32[0x41] == 0
     assert not gfx.parked and not any(s.has_queued() for s in kmd.scheds)
+
+
+def test_a_job_with_two_dependencies_waits_for_both():
+    """A CS naming two unfinished jobs (one on each ring) runs once both have ended, not when
+    the first does (Job.set_deps counts each)."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo()
+    a, b, j, k = (new_ctx(c) for _ in range(4))
+    d1 = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")), ctx=a)
+    d2 = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x900, 1, 0xFFFF_FFFF, "EQ", interval=1)), ctx=b)
+    held = c.submit(CsChunkDep(HwIp.GFX, 0, a, d1), CsChunkDep(DMA, 0, b, d2),
+                    c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x400), ctx=j)
+    bo.u32[0x200] = 1  # d1 ends; d2 still polls
+    assert c.wait(d1, ctx=a)
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [8]), 0x600), ctx=k), ctx=k)
+    assert bo.u32[0x41] == 8 and bo.u32[0x40] == 0  # (a later gfx job ran; the held one did not)
+    bo.u32[0x240] = 1  # d2 ends: now it runs
+    assert c.wait(d2, ctx=b) and c.wait(held, ctx=j) and bo.u32[0x40] == 7
