@@ -458,3 +458,22 @@ def test_a_job_with_two_dependencies_waits_for_both():
     assert bo.u32[0x41] == 8 and bo.u32[0x40] == 0  # (a later gfx job ran; the held one did not)
     bo.u32[0x240] = 1  # d2 ends: now it runs
     assert c.wait(d2, ctx=b) and c.wait(held, ctx=j) and bo.u32[0x40] == 7
+
+
+def test_a_wedge_leaves_no_entity_held_on_a_dependency():
+    """A wedged device cancels every job (Kmd.wedge, Scheduler.cancel_all), a job held on a
+    dependency on another ring among them: its entity goes with it, whichever ring is
+    cancelled first. Kept aside, the ring would count as having queued work for good."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo()
+    b = new_ctx(c)
+    d = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x900, 1, 0xFFFF_FFFF, "EQ", interval=1)), ctx=b)
+    held = c.submit(CsChunkDep(DMA, 0, b, d), c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x400))
+    assert any(s.parked for s in kmd.scheds)
+    kmd.wedge("wedged by the test")
+    for seq, ctx in ((held, c.ctx), (d, b)):
+        with pytest.raises(uapi.KmdError) as ei:
+            c.wait(seq, ctx=ctx)
+        assert ei.value.errno == errno.EIO
+    assert not any(s.parked for s in kmd.scheds) and not any(s.has_queued() for s in kmd.scheds)
