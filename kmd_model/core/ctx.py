@@ -122,8 +122,7 @@ class Context:
 
     def submitted_seq(self, seq: int) -> bool:
         """Has this context handed out `seq` (within the wrap-safe window)?"""
-        return self.submitted > 0 and not seq_after(seq, self.last_seq) and \
-            ((self.last_seq - seq) & SEQ_MASK) < self.submitted
+        return not seq_after(seq, self.last_seq) and ((self.last_seq - seq) & SEQ_MASK) < self.submitted
 
     def __repr__(self) -> str:
         return f"Context({self.id}, fd {self.file.fd}{', guilty' if self.guilty else ''})"

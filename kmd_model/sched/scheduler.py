@@ -506,23 +506,22 @@ class Scheduler:
             self.pending = deque(j for j in self.pending if not j.finished)
         for e in {j.entity: None for j in queued if j.entity is not None}:  # (the only queues changed)
             e.queue = deque(j for j in e.queue if not j.finished)
-            if e.parked:  # (its head gone: it may be ready, or have no job left)
-                if not e.queue or not e.queue[0].deps_left or e.queue[0].deps_failed:
-                    self._unpark(e)
+            if e.parked:  # (its head gone: every job of its queue is the context's, none is left)
+                self._unpark(e)
             elif not e.queue:
                 self._dequeue(e)
         return dropped
 
     def _drop_emptied(self) -> None:
         """An entity leaves the run queue once its last job is gone: here, for jobs cancelled
-        outside _ready and kick, which only see the entities they reach."""
+        outside _ready and kick, which only see the entities they reach (cancel_all's, every
+        queue emptied)."""
         for rq in self.rqs:
             for e in rq:
                 e.in_rq = bool(e.queue)
             rq[:] = [e for e in rq if e.queue]
-        for e in list(self.parked):  # (its head gone: it may be ready, or have no job left)
-            if not e.queue or not e.queue[0].deps_left or e.queue[0].deps_failed:
-                self._unpark(e)
+        for e in list(self.parked):  # (its head gone: no job left, cancel_all emptied every queue)
+            self._unpark(e)
 
     def resubmit_and_start(self) -> list[Job]:
         """Put the unfinished jobs that were in the ring back at the head of their entities

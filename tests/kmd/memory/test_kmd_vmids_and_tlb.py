@@ -349,3 +349,50 @@ def test_a_closed_waiter_keeps_no_one_waiting_and_the_drain_ends_with_the_last_w
         bos[k].u32[0x200] = 1
     assert all(hs[k].wait(seqs[k]) for k in range(2, 15))
     assert (kmd.stats["job_timeouts"], kmd.stats["resets"], kmd.stats["queue_resets"]) == (0, 0, 0)
+
+
+def test_a_waiter_that_asks_again_after_it_expired_goes_to_the_back(monkeypatch):
+    """Waiters are served first come, first served; one that has not asked for a job
+    timeout is forgotten (its jobs cancelled or held elsewhere). Those behind the first are
+    swept only once a job timeout (VmidManager._expire), so a waiter may ask again after it
+    expired and before the sweep found it: it goes to the back, behind those that kept
+    asking, not back to the place it had lost; the sweep forgets those that have not asked
+    for more than a job timeout."""
+    from spec import sdma
+
+    from tests.kmd_sched.sched_helpers import sdma_ib
+    kmd = kmd_model.bind(RefModel(), job_timeout=1000)
+    vmids = kmd.vmids
+    hs = [Client() for _ in vmids.ids]
+    bos = [h.bo(0x1000) for h in hs]
+    for k in range(1, 15):  # (every VMID busy: polls that end only when the test says)
+        hs[k].submit(hs[k].ib(bos[k], pm4.wait_reg_mem(bos[k].addr + 0x800, 1, 1, "EQ")))
+    hs[0].submit(sdma_ib(bos[0], sdma.poll_regmem(bos[0].addr + 0x800, 1, 0xFFFF_FFFF, "EQ", interval=1)))
+    assert all(h.f.vm.vmid is not None for h in hs)
+    a, b, c = (Client().f.vm for _ in range(3))
+    now = [10_000]
+    monkeypatch.setattr(kmd.dev, "now", lambda: now[0])  # (the asks' times, and no job timer)
+
+    def ask(*vms, at):
+        now[0] = at
+        for vm in vms:
+            assert vmids.grab(vm) is None
+
+    ask(a, b, c, at=10_000)  # (b's ask sweeps: none expired)
+    ask(a, b, c, at=10_600)
+    ask(a, c, at=11_001)  # (a's ask sweeps again: none expired; the next sweep is a timeout away)
+    assert list(vmids.waiting) == [a, b, c]
+    ask(a, c, at=11_700)  # b has not asked for more than a job timeout: expired, not swept yet
+    ask(b, at=11_700)
+    assert list(vmids.waiting) == [a, c, b]
+    # the sweep a job timeout after the last forgets those that have not asked for more than
+    # a job timeout: b, at exactly one, is kept; a job timeout later it is gone
+    ask(a, c, at=12_700)
+    assert list(vmids.waiting) == [a, c, b]
+    ask(a, c, at=13_400)
+    ask(c, at=13_701)  # (a asks no more)
+    assert list(vmids.waiting) == [a, c]
+    ask(c, at=14_300)
+    assert list(vmids.waiting) == [a, c]
+    ask(c, at=14_500)  # (a, the first, has not asked for more than a job timeout: forgotten at this ask)
+    assert list(vmids.waiting) == [c]

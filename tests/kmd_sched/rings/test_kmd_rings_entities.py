@@ -414,3 +414,66 @@ def test_a_context_keeps_the_errors_of_its_latest_failed_jobs_only():
     for seq in range(5):
         ctx.job_failed(seq, uapi.KmdError(errno.ECANCELED, f"job {seq}"))
     assert list(ctx.failed) == [2, 3, 4] and ctx.failed[4].message == "job 4"
+
+
+def test_a_guilty_contexts_job_held_on_a_dependency_leaves_the_scheduler_with_it():
+    """A guilty context's queued jobs are cancelled with it (Scheduler.drop_context), a job
+    held on a dependency among them: its entity, out of the run queue while its head waited,
+    goes with its last job. Kept aside, it would be counted as queued work on the ring for
+    good (has_queued: the MMU-stuck wedge's 'jobs waiting for a VMID', a kick at each
+    service) and keep its context after CTX FREE."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000)
+    c = Client()
+    bo = c.bo()
+    y = new_ctx(c)
+    hang = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # (the flag never set)
+    d = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [1]), 0x400), ctx=y)  # (behind it in the ring)
+    held = c.submit(CsChunkDep(HwIp.GFX, 0, y, d), c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x600))
+    gfx = next(s for s in kmd.scheds if s.name == "gfx")
+    assert [e.ctx.id for e in gfx.parked] == [c.ctx]
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(hang, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED
+    assert c.wait(d, ctx=y) and bo.u32[0x40] == 1  # (innocent: run again after the reset)
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(held)
+    assert ei.value.errno == errno.ECANCELED and bo.u32[0x41] == 0
+    assert not gfx.parked and not any(s.has_queued() for s in kmd.scheds)
+
+
+def test_a_job_with_two_dependencies_waits_for_both():
+    """A CS naming two unfinished jobs (one on each ring) runs once both have ended, not when
+    the first does (Job.set_deps counts each)."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo()
+    a, b, j, k = (new_ctx(c) for _ in range(4))
+    d1 = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")), ctx=a)
+    d2 = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x900, 1, 0xFFFF_FFFF, "EQ", interval=1)), ctx=b)
+    held = c.submit(CsChunkDep(HwIp.GFX, 0, a, d1), CsChunkDep(DMA, 0, b, d2),
+                    c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x400), ctx=j)
+    bo.u32[0x200] = 1  # d1 ends; d2 still polls
+    assert c.wait(d1, ctx=a)
+    assert c.wait(c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [8]), 0x600), ctx=k), ctx=k)
+    assert bo.u32[0x41] == 8 and bo.u32[0x40] == 0  # (a later gfx job ran; the held one did not)
+    bo.u32[0x240] = 1  # d2 ends: now it runs
+    assert c.wait(d2, ctx=b) and c.wait(held, ctx=j) and bo.u32[0x40] == 7
+
+
+def test_a_wedge_leaves_no_entity_held_on_a_dependency():
+    """A wedged device cancels every job (Kmd.wedge, Scheduler.cancel_all), a job held on a
+    dependency on another ring among them: its entity goes with it, whichever ring is
+    cancelled first. Kept aside, the ring would count as having queued work for good."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo = c.bo()
+    b = new_ctx(c)
+    d = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x900, 1, 0xFFFF_FFFF, "EQ", interval=1)), ctx=b)
+    held = c.submit(CsChunkDep(DMA, 0, b, d), c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x400))
+    assert any(s.parked for s in kmd.scheds)
+    kmd.wedge("wedged by the test")
+    for seq, ctx in ((held, c.ctx), (d, b)):
+        with pytest.raises(uapi.KmdError) as ei:
+            c.wait(seq, ctx=ctx)
+        assert ei.value.errno == errno.EIO
+    assert not any(s.parked for s in kmd.scheds) and not any(s.has_queued() for s in kmd.scheds)

@@ -115,3 +115,42 @@ def test_jobs_cancelled_by_a_failed_dependency_keep_at_most_the_files_budget(sma
     assert ei.value.errno == errno.ECANCELED and "failed" in ei.value.message, ei.value.message
     ctx, seq = chain[1]
     assert c.wait(seq, ctx=ctx)
+
+
+def test_a_contexts_own_limit_on_its_rings_holds_inside_the_files(small_budget):
+    """ring_of keeps a context's latest RING_KEPT jobs, as failed keeps its latest
+    FAILED_KEPT: the older one goes though the file's budget has room."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    a = Context(90, c.f, 0, 2)
+    a.RING_KEPT = 2
+    for seq in range(3):
+        a.submitted_on(seq, "gfx")
+    assert list(a.ring_of) == [1, 2] and c.f.kept_ring_of.live == 2
+
+
+def test_the_files_book_of_its_records_stays_bounded(small_budget):
+    """What the file keeps to find its oldest record (Kept.order) is bounded by its budget
+    too, not by the records it ever had: a context that keeps its latest two, and contexts
+    freed one after another, leave entries of records gone. However many jobs, the book
+    stays within a few times the budget, and the records kept are still the latest."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    kept = c.f.kept_failed
+    a = Context(90, c.f, 0, 2)
+    a.FAILED_KEPT = 2
+    for seq in range(1000):
+        a.job_failed(seq, _error(seq))
+        assert len(kept.order) <= 3 * Kept.PER_FILE
+    assert list(a.failed) == [998, 999] and kept.live == 2
+    for n in range(200):  # (contexts freed with their records: their entries go too)
+        b = Context(100 + n, c.f, 0, 2)
+        for seq in range(3):
+            b.job_failed(seq, _error(seq))
+        b.forget_records()
+        assert len(kept.order) <= 3 * Kept.PER_FILE
+    assert kept.live == 2 and list(a.failed) == [998, 999]
+    b = Context(99, c.f, 0, 2)
+    for seq in range(4):  # (the budget of five still takes the file's oldest first)
+        b.job_failed(seq, _error(seq))
+    assert list(a.failed) == [999] and list(b.failed) == [0, 1, 2, 3] and kept.live == 5
