@@ -595,7 +595,9 @@ def test_a_closed_async_queue_gives_back_its_ibs():
             for k in range(3):
                 q.write(buf, 0, 10 * i + k)
                 q.flush()
-        assert not q.inflight and q.pool.created == 3
+        # (3 IBs, or 2 when the submission thread's reclaim after a CS gave the first back
+        # before the app recorded its third write: the threads' order, not the queue's)
+        assert not q.inflight and q.pool.created in (2, 3), q.pool.created
         used.append(gpu.memory().gtt.used)
     assert used == used[:1] * 6, used
     assert int(buf.u32[0]) == 52
