@@ -49,7 +49,9 @@ def _code_names() -> set[str]:
         if ".venv" in py.parts or "build" in py.parts:
             continue
         text = py.read_text()
-        out |= set(re.findall(r"^\s*([A-Z][A-Z0-9_]+)\s*[:=]", text, flags=re.M))
+        # (every target of a chained assignment: `FAILED_KEPT = RING_KEPT = ...` defines both)
+        for chain in re.findall(r"^\s*((?:[A-Z][A-Z0-9_]+\s*=\s*)*[A-Z][A-Z0-9_]+)\s*[:=]", text, flags=re.M):
+            out |= {n.strip() for n in chain.split("=")}
         out |= set(re.findall(r"""environ(?:\.get)?\s*[\[(]\s*["']([A-Z][A-Z0-9_]+)["']""", text))
     return out
 
