@@ -326,7 +326,7 @@ class ResetStatus(IntEnum):
 @dataclass
 class CtxArgs:
     op: int  # a CtxOp
-    ctx_id: int = 0  # the context (FREE, QUERY_STATE); 0 for ALLOC
+    ctx_id: int = 0  # the context (FREE, QUERY_STATE); ALLOC ignores it (any u32: 0 by custom)
     flags: int = 0  # none defined: 0 (else EINVAL)
     priority: int = CtxPriority.NORMAL  # read by ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
@@ -515,9 +515,9 @@ class VmFaultInfo:
     status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE); 0 when not latched for it (an SDMA
     # fault, or CP queue 1's while the register held queue 0's)
     vmid: int = 0  # the VMID the job ran with
-    access: str = ""  # spec/vm.py Access name
-    cause: str = ""  # spec/vm.py Cause name
-    level: int = 0  # the page-table level the walk faulted at
+    access: str = ""  # spec/vm.py Access name ("" when status is 0)
+    cause: str = ""  # spec/vm.py Cause name ("" when status is 0)
+    level: int = 0  # the page-table level the walk faulted at (0: the root; 0 too when status is 0)
 
 
 @dataclass(frozen=True)
