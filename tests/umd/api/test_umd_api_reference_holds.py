@@ -132,3 +132,25 @@ def test_a_timestamp_is_read_once_signalled_until_its_slot_is_taken():
     with pytest.raises(ValueError, match=r"^timestamp: its slot was taken again"):
         t.cycles
     gpu.close()
+
+
+def test_closed_is_set_by_close_not_by_the_driver():
+    """closed: "True once closed (its close(), or a queue's device's close()); every entry
+    point but close() then raises ValueError naming the call. A file the driver closed (its
+    unload: every call is DeviceLost) leaves it open until close()" (it said "or the
+    driver's: DeviceLost": a Device the driver's unload had lost was not closed, and its
+    calls raised DeviceLost, not ValueError)."""
+    gpu = _gpu()
+    q = gpu.queue()
+    kmd_model.unbind()
+    assert not gpu.closed and not q.closed
+    with pytest.raises(umd.DeviceLost, match=r"^flush: this Device's file was closed by the driver"):
+        q.flush()
+    with pytest.raises(umd.DeviceLost, match=r"^alloc: this Device's file was closed by the driver"):
+        gpu.alloc(64)
+    gpu.close()
+    assert gpu.closed and q.closed
+    with pytest.raises(ValueError, match=r"^alloc: the device is closed"):
+        gpu.alloc(64)
+    with pytest.raises(ValueError, match=r"^flush: the queue is closed"):
+        q.flush()
