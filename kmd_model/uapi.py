@@ -366,8 +366,8 @@ class CtxOut:
 class CsChunkIb:
     """An IB to run: by BO handle + byte offset (the BO mapped there with GEM_VA), or by GPU
     virtual address (handle = 0); both or neither: EINVAL. size_dw 1 .. DEV_INFO.max_ib_dw,
-    padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
-    on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
+    any size on either ring (UMDs pad it to DEV_INFO.ib_align_dw, as amdgpu's do, unasked);
+    the offset or address dword aligned (32-byte on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
     chunk names no address); of a BO mapped at several VAs, the IB runs from a mapping it
     lies inside whole with EXECUTABLE when there is one (else the lowest holding the offset);
     the IB lies inside one EXECUTABLE mapping (two adjacent
@@ -477,7 +477,7 @@ class DevInfo:
     has_ih: bool  # the device writes an IH ring (CAPS.IH)
     dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (CAPS.DMA_MAX_LOG2); 0 without DMA
     ring_size_dw: int  # the kernel's gfx ring, in dwords
-    ib_align_dw: int  # pad IB sizes to this many dwords
+    ib_align_dw: int  # the kernel pads its ring commits to this many dwords; UMDs their IBs (not asked)
     max_ib_dw: int  # largest IB_SIZE
     max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
     max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)

@@ -85,3 +85,28 @@ def test_dev_info_without_a_dma_engine():
     with pytest.raises(KmdError) as e:
         f.ioctl(Request.GEM_VA, GemVaArgs(h, VaOp.MAP, i.va_start + i.va_alignment // 2, map_size=PAGE))
     assert e.value.errno == errno.EINVAL
+
+
+@pytest.mark.parametrize("ring", ["gfx", "dma"])
+def test_an_ib_of_any_size_runs(ring):
+    """CsChunkIb: "size_dw 1 .. DEV_INFO.max_ib_dw, any size on either ring (UMDs pad it to
+    DEV_INFO.ib_align_dw ... unasked)"; DevInfo.ib_align_dw: "UMDs their IBs (not asked)"
+    (it said "padded to DEV_INFO.ib_align_dw by the UMD", "pad IB sizes to this many dwords",
+    as if a size off it were refused): a 5-dword WRITE_DATA IB and a 7-dword COPY_LINEAR IB,
+    no padding, run."""
+    from spec import pm4, sdma
+    from tests.kmd.uapi.test_kmd_uapi_contract import Umd
+
+    kmd_model.bind(RefModel())
+    u = Umd()
+    h, u32, va = u.bo()
+    ctx = u.ctx()
+    u32[0x401] = 0x77
+    if ring == "gfx":
+        words, ip = pm4.write_data(va + 0x1000, [0x55]), uapi.HwIp.GFX
+    else:
+        words, ip = sdma.copy_linear(va + 0x1000, va + 0x1004, 4), uapi.HwIp.DMA
+    assert len(words) % u.info.ib_align_dw
+    u32[0x200:0x200 + len(words)] = words
+    assert u.wait(ctx, u.cs(ctx, uapi.CsChunkIb(len(words), handle=h, offset=0x800, ip_type=ip)))
+    assert u32[0x400] == (0x55 if ring == "gfx" else 0x77)
