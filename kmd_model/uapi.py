@@ -326,7 +326,7 @@ class ResetStatus(IntEnum):
 @dataclass
 class CtxArgs:
     op: int  # a CtxOp
-    ctx_id: int = 0  # the context (FREE, QUERY_STATE); 0 for ALLOC
+    ctx_id: int = 0  # the context (FREE, QUERY_STATE); ALLOC ignores it (any u32: 0 by custom)
     flags: int = 0  # none defined: 0 (else EINVAL)
     priority: int = CtxPriority.NORMAL  # read by ALLOC only; above NORMAL needs File.cap_sys_nice (else EACCES)
 
@@ -366,8 +366,8 @@ class CtxOut:
 class CsChunkIb:
     """An IB to run: by BO handle + byte offset (the BO mapped there with GEM_VA), or by GPU
     virtual address (handle = 0); both or neither: EINVAL. size_dw 1 .. DEV_INFO.max_ib_dw,
-    padded to DEV_INFO.ib_align_dw by the UMD; the offset or address dword aligned (32-byte
-    on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
+    any size on either ring (UMDs pad it to DEV_INFO.ib_align_dw, as amdgpu's do, unasked);
+    the offset or address dword aligned (32-byte on the DMA ring). By handle, the BO must be mapped at that offset (else EINVAL: the
     chunk names no address); of a BO mapped at several VAs, the IB runs from a mapping it
     lies inside whole with EXECUTABLE when there is one (else the lowest holding the offset);
     the IB lies inside one EXECUTABLE mapping (two adjacent
@@ -477,7 +477,7 @@ class DevInfo:
     has_ih: bool  # the device writes an IH ring (CAPS.IH)
     dma_max_bytes: int  # largest DMA_DATA BYTE_COUNT (CAPS.DMA_MAX_LOG2); 0 without DMA
     ring_size_dw: int  # the kernel's gfx ring, in dwords
-    ib_align_dw: int  # pad IB sizes to this many dwords
+    ib_align_dw: int  # the kernel pads its ring commits to this many dwords; UMDs their IBs (not asked)
     max_ib_dw: int  # largest IB_SIZE
     max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
     max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
@@ -515,9 +515,9 @@ class VmFaultInfo:
     status: int = 0  # VM_FAULT_STATUS (VMID, ACCESS, LEVEL, CAUSE); 0 when not latched for it (an SDMA
     # fault, or CP queue 1's while the register held queue 0's)
     vmid: int = 0  # the VMID the job ran with
-    access: str = ""  # spec/vm.py Access name
-    cause: str = ""  # spec/vm.py Cause name
-    level: int = 0  # the page-table level the walk faulted at
+    access: str = ""  # spec/vm.py Access name ("" when status is 0)
+    cause: str = ""  # spec/vm.py Cause name ("" when status is 0)
+    level: int = 0  # the page-table level the walk faulted at (0: the root; 0 too when status is 0)
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,9 @@ class Timestamp(Event):
     slot = record("Timestamp", "slot", "the dword pair of its queue's page the GPU writes its sample to")
     index = record("Timestamp", "index", "the queue's how-manieth timestamp it is")
     cycles = property(_cycles, _read_only, doc="the 48-bit GPU clock, in cycles, when the queue got here: "
-                                               "ValueError before wait() saw it written (read-only)")
+                                               "ValueError until it is signalled (wait(), or signalled() True), "
+                                               f"and once {QBO_TS_SLOTS} later timestamps of its queue have "
+                                               "taken its slot again (read-only)")
     value = property(_cycles, _read_only,  # type: ignore[assignment]  (Event's timeline value, here the sample)
                      doc="the same as cycles: a timestamp's value is its clock sample (read-only)")
 

@@ -157,7 +157,8 @@ class Queue(_Dispatched):
                     "GpuTimeout (DEFAULT_TIMEOUT; None: no bound)")
     dma_chunk = _knob("dma_chunk", _dma_chunk,
                       "the most bytes one DMA packet of copy, fill, upload or download moves; a larger "
-                      "transfer is split (from 1 to the engine's limit, its default)")
+                      "transfer is split (from 1 to the engine's limit, its default; 0 on a gfx queue without "
+                      "a DMA engine, which takes no value)")
     engine = _fixed("engine", "engine", doc='"gfx" (the CP\'s ring, PM4 packets) or "copy" (the SDMA engine\'s '
                                             'ring, SDMA packets): queue(engine=)')
     priority = _fixed("priority", "priority", doc='"low", "normal" or "high": the context\'s scheduler run '

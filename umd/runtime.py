@@ -145,8 +145,9 @@ class _Dispatched(_Handle):
     # read-only to the app: `queue.closed = False` would take calls again on a queue whose
     # context is gone (the KMD then refuses them, as not the call's own one-line error)
     closed = property(lambda self: self._closed, lambda self, v: _refuse_closed(self),
-                      doc="True once closed (its close(), its device's, or the driver's: DeviceLost); every "
-                          "entry point but close() then raises ValueError naming the call (read-only)")
+                      doc="True once closed (its close(), or a queue's device's close()); every entry point "
+                          "but close() then raises ValueError naming the call. A file the driver closed (its "
+                          "unload: every call is DeviceLost) leaves it open until close() (read-only)")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -23,6 +23,9 @@ def ctx_ioctl(kmd: "Kmd", file: "File", a: uapi.CtxArgs) -> uapi.CtxOut:
     # an int32, as in drm_amdgpu_ctx_in; read by ALLOC alone (amdgpu_ctx_ioctl ignores it for the rest)
     prio = _int("CTX", "priority", a.priority, -(1 << 31), (1 << 31) - 1)
     if op == CtxOp.ALLOC:
+        # drm_amdgpu_ctx_in's u32, whose value ALLOC ignores (amdgpu_ctx_ioctl): any u32 is taken,
+        # but not a field of the wrong type (a str, None, a float was taken and ignored)
+        _int("CTX ALLOC", "ctx_id", a.ctx_id, bits=32)
         if prio not in CtxPriority._value2member_map_:
             raise KmdError(errno.EINVAL, f"CTX ALLOC: priority must be one of "
                            f"{', '.join(f'{p.name} ({p.value})' for p in CtxPriority)}, not {prio}")

@@ -178,6 +178,8 @@ TESTS = (
     "tests/umd/api/test_umd_api_rules.py",
     "tests/umd/api/test_umd_api_reference.py",
     "tests/kmd/uapi/test_kmd_uapi_reference.py",
+    "tests/umd/api/test_umd_api_reference_holds.py",
+    "tests/kmd/uapi/test_kmd_uapi_reference_holds.py",
     "tests/umd/submission/test_umd_deps.py",
     "tests/umd/api/test_umd_faults_and_signals.py",
     "tests/umd/failures/test_umd_lost_failures.py",
