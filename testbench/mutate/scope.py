@@ -171,6 +171,7 @@ TESTS = (
     "tests/umd/memory/test_umd_transfer_packets.py",
     "tests/umd/api/test_umd_contract.py",
     "tests/umd/memory/test_umd_memory.py",
+    "tests/umd/memory/test_umd_pools.py",
     "tests/umd/memory/test_umd_va.py",
     "tests/umd/submission/test_umd_queues.py",
     "tests/umd/submission/test_umd_async.py",

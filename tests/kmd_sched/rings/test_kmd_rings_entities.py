@@ -20,7 +20,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client, expect
-from tests.kmd_sched.sched_helpers import DMA, HANG, NoQueue0Reset, new_ctx, sdma_ib
+from tests.kmd_sched.sched_helpers import DMA, HANG, NoQueue0Reset, Recorder, new_ctx, sdma_ib
 
 
 @pytest.mark.parametrize("failed_first", [False, True], ids=["fails_later", "failed_before_its_cs"])
@@ -477,3 +477,57 @@ def test_a_wedge_leaves_no_entity_held_on_a_dependency():
             c.wait(seq, ctx=ctx)
         assert ei.value.errno == errno.EIO
     assert not any(s.parked for s in kmd.scheds) and not any(s.has_queued() for s in kmd.scheds)
+
+
+def test_every_job_ready_when_a_dependency_ends_goes_into_the_ring_in_one_kick():
+    """When a dependency ends, the kick that follows moves every job that is ready into the
+    ring, one commit for them all (Scheduler.kick): the held job and the one queued behind
+    it on the same context, and a HIGH context's job queued behind a dependency too. The
+    round robin walks the run queues from the first again after each job it serves
+    (_ready); walked once, the context's second job, and the HIGH job when the NORMAL one
+    went first, waited for the next kick (the next ioctl or interrupt)."""
+    rec = Recorder()
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30, observers=[rec])
+    c = Client()
+    bo = c.bo()
+    b, j = new_ctx(c), new_ctx(c)
+    d = c.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x900, 1, 0xFFFF_FFFF, "EQ", interval=1)), ctx=b)
+    held = c.submit(CsChunkDep(DMA, 0, b, d), c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x400), ctx=j)
+    behind = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [8]), 0x600), ctx=j)
+    gfx = next(s for s in kmd.scheds if s.name == "gfx")
+    assert [e.ctx.id for e in gfx.parked] == [j] and not rec.of("run_job")[1:]  # (d's alone)
+    rec.events.clear()
+    bo.u32[0x240] = 1  # d ends
+    assert c.wait(d, ctx=b)
+    runs = [f["job"] for f in rec.of("run_job")]
+    assert [(x.ctx.id, x.seq) for x in runs] == [(j, held), (j, behind)]
+    assert [f["ring"] is kmd.ring for f in rec.of("doorbell")] == [True]  # (one commit)
+    assert c.wait(behind, ctx=j) and bo.u32[0x40:0x42].tolist() == [7, 8]
+
+
+def test_a_high_job_made_ready_by_a_cancellation_goes_into_the_ring_in_the_same_kick():
+    """A NORMAL context's job cancelled in a kick for its dependency's failure takes with it
+    a HIGH context's job that waited for it, and the HIGH context's next job, which waited
+    behind that one, is ready: it goes into the ring in that kick (the walk starts again
+    from the first run queue when one is put back). Walked once, past the HIGH run queue
+    by then, it waited for the next kick."""
+    rec = Recorder()
+    kmd_model.bind(RefModel(), job_timeout=20_000, observers=[rec])
+    c = Client(cap_sys_nice=True)  # (it makes a HIGH context)
+    bo = c.bo()
+    n = new_ctx(c)
+    h = new_ctx(c, priority=CtxPriority.HIGH)
+    bad = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))  # (never ends: timed out)
+    x = c.submit(CsChunkDep(HwIp.GFX, 0, c.ctx, bad), sdma_ib(bo, sdma.fence(bo.addr + 0x100, 5)), ctx=n)
+    h1 = c.submit(CsChunkDep(DMA, 0, n, x), sdma_ib(bo, sdma.fence(bo.addr + 0x104, 6), 0x400), ctx=h)
+    h2 = c.submit(sdma_ib(bo, sdma.fence(bo.addr + 0x108, 7), 0x600), ctx=h)
+    rec.events.clear()
+    with pytest.raises(uapi.KmdError) as ei:
+        c.wait(bad, 1_000_000)
+    assert ei.value.errno == errno.ECANCELED
+    assert [(f["job"].ctx.id, f["job"].seq) for f in rec.of("run_job")] == [(h, h2)]
+    for seq, ctx in ((x, n), (h1, h)):
+        with pytest.raises(uapi.KmdError) as ei:
+            c.wait(seq, ctx=ctx)
+        assert ei.value.errno == errno.ECANCELED
+    assert c.wait(h2, ctx=h) and bo.u32[0x40:0x43].tolist() == [0, 0, 7]

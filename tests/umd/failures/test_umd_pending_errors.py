@@ -333,6 +333,29 @@ def test_an_allocation_waiting_for_memory_raises_every_failed_job_of_the_queue(k
     gpu.close()
 
 
+
+def test_an_allocation_waiting_for_memory_raises_the_failed_jobs_of_every_queue():
+    """Two queues, each with a failed job the app was not told of: the allocation's wait for
+    every queue's last job (MemoryManager._drain) raises the first queue's error, the second's
+    as its note, none lost (the rule of tests/umd/failures/test_umd_several_failures.py)."""
+    kmd = kmd_model.bind(RefModel(), KmdParams(cs_check=False))
+    gpu = umd.open(api_version=3)
+    gfx, copy = gpu.queue(), gpu.queue(engine="copy")
+    for q in (gfx, copy):
+        q.emit_raw(_bad(q))
+        q.flush()
+        _settle(kmd)
+    with pytest.raises(umd.GpuError, match=f"^GPU error: illegal opcode {_opcode(gfx)}") as ei:
+        _alloc_waiting_for_the_queues(kmd, gpu)
+    assert ei.value.command == "Queue.emit_raw() #1", str(ei.value)
+    notes = _notes(ei.value)
+    assert len(notes) == 1 and notes[0].startswith(f"and: GpuError: GPU error: illegal opcode {_opcode(copy)}"), notes
+    gpu.alloc(0x20_0000, "gtt").free()  # (the memory came back: the retry finds it)
+    for q in (gfx, copy):
+        q.finish()  # once: nothing more
+    gpu.close()
+
+
 # ---------------------------------------------------------------------------- an Event.wait's reach
 
 @pytest.mark.parametrize("kind", list(KINDS))
