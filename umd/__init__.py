@@ -25,7 +25,8 @@ from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, 
 from .events import Event, Timestamp  # noqa: F401
 from .queue import Queue  # noqa: F401
 from .args import DEFAULT_TIMEOUT  # noqa: F401
-from .runtime import Buffer, Device  # noqa: F401
+from .memory import Buffer  # noqa: F401
+from .runtime import Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
            "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]

@@ -31,9 +31,14 @@ from typing import Callable
 import kmd_model
 from kmd_model.uapi import KmdError
 
-from . import commands, device_queue, events, queue, transfer
+from kmd_model.ioctl.copyin import shown
+
+from . import events, memory
 from . import runtime as rt
+from .args import _flag
 from .errors import UmdError
+from .queue import Queue, commands, flush, transfer
+from .queue import create as device_queue
 from .winsys import Winsys
 
 
@@ -84,19 +89,19 @@ class DispatchTable:
 
 
 V1 = DispatchTable(1, flush_threshold=16, entries={
-    "Device.alloc": rt.device_alloc,
+    "Device.alloc": memory.device_alloc,
     "Device.queue": device_queue.device_queue_v1,
     "Device.info": rt.device_info,
     "Device.counters": rt.device_counters,
-    "Device.memory": rt.device_memory,
+    "Device.memory": memory.device_memory,
     "Device.close": rt.device_close,
     "Queue.write": commands.queue_write_now,
     "Queue.wait_mem": commands.queue_wait_mem,
     "Queue.signal": events.queue_signal,
     "Queue.emit_raw": commands.queue_emit_raw,
-    "Queue.flush": queue.queue_flush,
-    "Queue.finish": queue.queue_finish,
-    "Queue.close": queue.queue_close,
+    "Queue.flush": flush.queue_flush,
+    "Queue.finish": flush.queue_finish,
+    "Queue.close": flush.queue_close,
 }, notes="write() submits at once")
 
 V2 = V1.derive(2, flush_threshold=64, add={
@@ -150,7 +155,7 @@ def _entry_points(kind: str) -> str:
             f"says more):\n" + "\n".join(lines))
 
 
-for _cls in (rt.Device, queue.Queue):
+for _cls in (rt.Device, Queue):
     _cls._own_doc = _cls.__doc__  # (what the class says of itself, without the list: docs/api.md's)
     _cls.__doc__ = (_cls.__doc__ or "").rstrip() + _entry_points(_cls._kind)
 
@@ -173,12 +178,12 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     except Exception:  # (not an integer, or the app's __index__ raised)
         version = None
     if version not in TABLES:
-        raise ValueError(f"open: API version {rt.shown(api_version)} is not supported (this UMD serves "
+        raise ValueError(f"open: API version {shown(api_version)} is not supported (this UMD serves "
                          f"{', '.join(map(str, TABLES))})")
-    pools = rt._flag("open", "pools", pools)
+    pools = _flag("open", "pools", pools)
     if winsys is not None and not isinstance(winsys, Winsys):
         raise TypeError(f"open: winsys must be a umd.winsys.Winsys (None: the bound render node's), not "
-                        f"{rt.shown(winsys)}")
+                        f"{shown(winsys)}")
     try:
         if winsys is None:
             kmd_model.bound()

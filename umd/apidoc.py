@@ -15,13 +15,13 @@ import inspect
 import re
 from typing import Any, Callable
 
-from . import api, args, errors, events
-from . import queue as queue_mod
+from . import api, args, errors, events, memory
 from . import runtime as rt
+from .queue import Queue
 
 # The objects an app holds, in the order the page shows them (Device and Queue: their
 # entry points come from the dispatch tables, not the class).
-CLASSES = (rt.Device, queue_mod.Queue, rt.Buffer, events.Event, events.Timestamp)
+CLASSES = (rt.Device, Queue, memory.Buffer, events.Event, events.Timestamp)
 ERRORS = (errors.UmdError, errors.GpuError, errors.GpuTimeout, errors.SubmitError, errors.OutOfMemory,
           errors.DeviceLost, errors.QueueBanned)
 # umd's module-level values: what each is (they have no docstring of their own)
@@ -32,7 +32,7 @@ CONSTANTS = {
     "TABLES": "each API version's `DispatchTable`, by version",
 }
 # A `**keywords` of an entry point that only catches a later version's keywords, to name
-# them in its TypeError (umd/device_queue.py): not something the call takes.
+# them in its TypeError (umd/queue/create.py): not something the call takes.
 LATER_KEYWORDS = {"later", "v3"}
 
 

@@ -49,7 +49,7 @@ class GpuError(UmdError):
     ring's CP queue 0, the high-priority gfx ring's CP queue 1, the copy engine's)
     loses only the failed work. Either way the error is raised once, at the queue's first
     flush, finish, Event.wait (of an event after the failed job) or close after the failure
-    (umd/failed_jobs.py); a job of this queue cancelled because one it waited for failed
+    (umd/failures/failed_jobs.py); a job of this queue cancelled because one it waited for failed
     likewise (`waited_for`). Several failed jobs that call finds are raised together: the
     oldest as the exception, each other as a note of it ("and: GpuError: ...", in
     `__notes__`), as close() raises several errors; so are an async queue's refused

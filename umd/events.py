@@ -12,13 +12,15 @@ from kmd_model.uapi import KmdError
 from kmd_model.sched.fence import seq_passed
 from spec import pm4, sdma
 
-from . import failed_jobs, kmd_errors, submit
+from .failures import failed_jobs, kmd_errors  # (first: the import order umd/submit.py needs)
+from . import submit
 from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, SubmitError, UmdError
-from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue, _flush
 from .args import _UNSET, DEFAULT_TIMEOUT, M32, _timeout, _timeout_alias
 from .calls import named_args
 from .runtime import _Handle, api_call, fixed, record
 from .submit import PendingCs
+from .queue import QBO_TIMELINE, QBO_TS_FIRST, QBO_TS_SLOTS, Queue
+from .queue.flush import _flush
 from .winsys.ioctl import DRIVER_CLOSED
 
 

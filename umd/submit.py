@@ -27,7 +27,7 @@ wait first drains the FIFO (docs/architecture.md, "The asynchronous submission t
 Errors: the thread never raises. A refused CS is stored in its PendingCs and handed to the
 queue (`collect`), which raises it at the app's next flush() of that queue if the thread is
 done with it by then, else at the latest at its finish(), Event.wait() or close(): with
-every other refusal and failed job pending then, oldest first (umd/failed_jobs.py pending).
+every other refusal and failed job pending then, oldest first (umd/failures/failed_jobs.py pending).
 
 Only ioctls are serialised: code that reaches into the KMD directly (tests calling
 `kmd.service()`) must first let the queued flushes through (`Queue.finish`, a wait).
@@ -45,7 +45,7 @@ from typing import Any, Callable
 from kmd_model.sched.fence import seq_passed
 from kmd_model.uapi import CsChunkDep, CsChunkFence, CsChunkIb, KmdError
 
-from . import kmd_errors
+from .failures import kmd_errors
 from .errors import GpuError, QueueBanned, UmdError
 
 ENV = "GPUCOSIM_ASYNC_SUBMIT"  # "1": every queue submits asynchronously (the default of async_submit)
@@ -90,7 +90,7 @@ class PendingCs:
     ncs: int = 1  # CS ioctls it took (a copy queue splits a flush at max_ib_chunks IBs)
     error: BaseException | None = None
     nibs: int | None = None  # with `error`, a later CS's refusal: the IBs the CSs before it carried
-    deps: bool = False  # it waits for another queue's job (umd/failed_jobs.py)
+    deps: bool = False  # it waits for another queue's job (umd/failures/failed_jobs.py)
 
 
 class Submitted(BaseException):
@@ -247,7 +247,7 @@ def collect(q) -> None:
     one frees its IBs, loses its events and waits in `q.async_errors` (with its flush's
     number) to be raised; a copy flush whose later CS was refused is both: the part its
     first CSs carried is in flight, the rest refused (split)."""
-    from . import failed_jobs
+    from .failures import failed_jobs
     from .queue import Submission
 
     while q.pending and q.pending[0].done:

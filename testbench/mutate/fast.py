@@ -61,7 +61,7 @@ FAST = (
         "WAIT_REG_MEM LT read as LE: only a wait on the boundary tells them apart"),
         ("tests/model/refmodel/test_refmodel_packets.py", "-k", "wait_reg_mem")),
     FastMutant(Patch(
-        "raw-wait-never-set", "umd/transfer.py",
+        "raw-wait-never-set", "umd/queue/transfer.py",
         "raw = any(s < src + size and src < e for s, e in _written(q))",
         "raw = False",
         "the UMD never sets RAW_WAIT: invisible in the data on the model, where transfers are instant"),

@@ -43,13 +43,15 @@ MODULES = (
     "kmd_model/core/ctx.py",
     "kmd_model/sched/sdma_ring.py",
     "umd/winsys/cmdbuf.py",
-    "umd/transfer.py",
+    "umd/queue/transfer.py",
     "umd/runtime.py",
+    "umd/memory.py",  # (Device.alloc, Device.memory and the Buffer: split out of umd/runtime.py)
     "umd/args.py",  # (split out of umd/runtime.py: the argument checks every entry point shares)
     "umd/calls.py",  # (and the argument mistakes said for the app)
-    "umd/queue.py",
-    "umd/commands.py",  # (write, wait_mem, emit_raw: split out of umd/queue.py)
-    "umd/device_queue.py",
+    "umd/queue/record.py",
+    "umd/queue/flush.py",  # (flush, finish, close: split out of umd/queue/record.py)
+    "umd/queue/commands.py",  # (write, wait_mem, emit_raw: split out of the queue's record.py)
+    "umd/queue/create.py",
     "umd/events.py",
     "umd/submit.py",
     "umd/winsys/va.py",
@@ -86,11 +88,11 @@ MODULES = (
     # no client code inside an ioctl: signal handlers held, re-entrant ioctls refused, closes
     # deferred (tests/security/client_code/test_security_reentry.py)
     "kmd_model/core/signals.py",
-    "umd/faults.py",
+    "umd/failures/faults.py",
     "umd/signals.py",
-    "umd/failed_jobs.py",
-    # (split out of umd/queue.py: the error mapping that was Queue._raise_from and _banned)
-    "umd/kmd_errors.py",
+    "umd/failures/failed_jobs.py",
+    # (split out of the queue's module: the error mapping that was Queue._raise_from and _banned)
+    "umd/failures/kmd_errors.py",
 )
 
 # The model-level tests (seconds in all): the KMD, the security boundary, the UMD, the

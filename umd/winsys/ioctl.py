@@ -33,7 +33,7 @@ class Winsys:
         self.ioctls = 0
         self.submitter = None  # the device's submission thread, once it has an async queue
         # why the kernel banned this file (file_ban_after_hangs), once the UMD has learnt it
-        # (umd/kmd_errors.py file_banned): a ban is for good, so it is asked once
+        # (umd/failures/kmd_errors.py file_banned): a ban is for good, so it is asked once
         self.banned: str | None = None
         # on a backend only one thread may drive (the RTL under cocotb), the thread that
         # opened the device: an ioctl from another thread of the app is refused here, in the

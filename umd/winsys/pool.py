@@ -214,7 +214,7 @@ class MemoryManager:
         whose last job failed, unless the app was told of it, raises (once the memory is
         back) that job's error and every other its queue has pending (failed_jobs.pending):
         it raised that one alone, and again after the app had been told of it."""
-        from .. import failed_jobs
+        from ..failures import failed_jobs
         from ..runtime import _raise_first
 
         for bucket in self.cache.values():

@@ -418,7 +418,7 @@ def test_mutate_modules_are_paths_in_the_tree(monkeypatch, tmp_path):
     ("README.md", "README.md: the campaign mutates .py files under kmd_model/, umd/, spec/"),
     ("testbench/lint.py", "testbench/lint.py: the campaign mutates .py files under kmd_model/, umd/, spec/"),
     ("kmd_model/nosuch.py", "no such module kmd_model/nosuch.py"),
-    ("umd/queue.py,umd/./queue.py", "umd/./queue.py is given twice"),
+    ("umd/queue/record.py,umd/queue/./record.py", "umd/queue/./record.py is given twice"),
 ])
 def test_mutate_modules_that_cannot_be_mutated_are_one_usage_line(monkeypatch, tmp_path, capsys, modules, message):
     from testbench.mutate.pymut import ROOT

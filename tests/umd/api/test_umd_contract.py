@@ -42,7 +42,7 @@ def test_argument_errors():
     _raises(ValueError, "alloc: size must be > 0, not 0", gpu.alloc, 0)
     _raises(TypeError, "alloc: size must be an int, not 1.5", gpu.alloc, 1.5)
     _raises(ValueError, "alloc: domain must be 'gtt' or 'vram', not 'ram'", gpu.alloc, 16, "ram")
-    assert gpu.alloc(16, "VRAM").domain == umd.runtime.Domain.VRAM
+    assert gpu.alloc(16, "VRAM").domain == umd.memory.Domain.VRAM
     for kw, msg in ((dict(flush_threshold=0), "queue: flush_threshold must be >= 1, not 0"),
                     (dict(flush_dwords=0), "queue: flush_dwords must be >= 1, not 0"),
                     (dict(max_inflight=0), "queue: max_inflight must be >= 1, not 0")):
@@ -407,7 +407,7 @@ def test_a_closed_queue_or_device_refuses_every_call():
 
 def test_device_and_queue_lifecycle(monkeypatch):
     gpu = _gpu()
-    assert gpu.alloc(0x10, int(umd.runtime.Domain.VRAM)).domain == umd.runtime.Domain.VRAM
+    assert gpu.alloc(0x10, int(umd.memory.Domain.VRAM)).domain == umd.memory.Domain.VRAM
     q = gpu.queue(flush_threshold=100)
     q.finish()  # nothing ever recorded: nothing to wait for
     buf = gpu.alloc(0x100)
@@ -533,7 +533,7 @@ def test_seq_done_asks_the_kernel_when_zero_may_be_ours():
     before = kmd.stats["ioctls"]
     q.finish()  # a WAIT_CS that does not wait (the first job: not yet), one that waits out the poll,
     # and the look that proves its jobs ended well (one CTX QUERY_STATE: any ring, the gfx ring
-    # too, may be reset alone, umd/failed_jobs.py)
+    # too, may be reset alone, umd/failures/failed_jobs.py)
     assert kmd.stats["ioctls"] == before + 3  # ... and then the 0 is trusted: nothing more to ask
     assert int(q.q32[0]) == 0 and buf.u32[:2].tolist() == [1, 2]  # the last seqno, 0, is there
     before = kmd.stats["ioctls"]

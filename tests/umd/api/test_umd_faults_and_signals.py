@@ -1,6 +1,6 @@
 """Edges of the UMD's API the end-to-end tests did not reach, found by the mutation campaign
 (docs/verification.md): which call recorded a faulting packet when several IBs of the
-failed submission have one at the fault's offset (umd/faults.py); the ^C a flush holds
+failed submission have one at the fault's offset (umd/failures/faults.py); the ^C a flush holds
 (umd/signals.py), given to the app's own SIGINT handler as Python would have; and the
 survivors of the UMD's queue modules, back in the campaign after mutmut's trampoline was
 taught their names (a CS EIO whose context cannot be asked, a download while recorded
@@ -17,7 +17,7 @@ import pytest
 
 from kmd_model.uapi import HwErrorInfo
 from spec import pm4
-from umd import faults
+from umd.failures import faults
 from umd.signals import deferred_stops
 
 _FAULT = 0x7000_0000  # the faulting access's address

@@ -130,7 +130,7 @@ def test_a_throttled_flush_raises_its_oldest_jobs_failure_once(how):
     """A queue at max_inflight whose oldest job was cancelled for its dependency (never run:
     its fence not passed) flushes: the flush's look raises that job's error, and its wait for
     room met the same job's error again; raised twice, as its own note ('and: GpuError: ...'
-    the same error), against "none twice" (umd/failed_jobs.py). Raised once now, the new
+    the same error), against "none twice" (umd/failures/failed_jobs.py). Raised once now, the new
     commands submitted all the same; finish, which looks after its flush, raises it once too."""
     from spec import pm4
     from tests.umd.drive import run_device

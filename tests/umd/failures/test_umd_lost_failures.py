@@ -6,7 +6,7 @@ whose ring is reset alone, every queue now that ring 0 has CP_QUEUE_RESET.Q0 (th
 runs on, its later jobs end well and the user fence passes the failed job's seqno), and any
 queue whose
 job was cancelled because a job it waited for (wait_event) failed. `q.emit_raw(bad);
-q.flush(); q.write(...); q.finish()` returned normally there (umd/failed_jobs.py says how
+q.flush(); q.write(...); q.finish()` returned normally there (umd/failures/failed_jobs.py says how
 the queue finds them now). And close() swallowed every finish error, so a failed job
 nobody waited for was lost on every queue, the normal gfx queue's too.
 
@@ -456,7 +456,7 @@ def test_the_errors_raised_are_remembered_up_to_a_bound():
     from types import SimpleNamespace
 
     from kmd_model.uapi import HwErrorInfo, KmdError
-    from umd import failed_jobs
+    from umd.failures import failed_jobs
 
     q = SimpleNamespace(watch=failed_jobs.Watch())
     n = failed_jobs.REPORTED_KEPT + 1

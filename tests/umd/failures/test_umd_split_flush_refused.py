@@ -236,7 +236,7 @@ def test_the_split_reads_each_packets_call_not_its_labels_wording(monkeypatch, a
 
 
 def test_finish_whose_flushs_second_cs_is_refused_raises_the_refusal_with_an_earlier_failed_job(monkeypatch):
-    """finish() flushes without raising what is pending first (umd/queue.py _flush(check=False)):
+    """finish() flushes without raising what is pending first (umd/queue/flush.py _flush(check=False)):
     a failed job no call has raised yet and its own flush's refused second CS are raised
     together, oldest first (the failed job's error, the refusal as its note). Raised alone, the
     earlier error left the refusal untold: the app never learnt that the flush's later

@@ -1,4 +1,4 @@
-"""memcpy in every direction and memset through the DMA engine (umd/transfer.py), checked
+"""memcpy in every direction and memset through the DMA engine (umd/queue/transfer.py), checked
 against numpy: random sizes 0 … 64 KiB at every alignment, transfers split into several
 packets, read-after-write between transfers, and the argument errors. Bodies are
 `check_*(dev)` so tests/cosim/test_rtl_drivers.py runs them on the RTL too."""

@@ -149,7 +149,7 @@ def test_va_stats_match_a_page_by_page_model(seed):
     (0x1000, 0x4000, 1, 0x2000), (0x1000, 0x4000, 2, 0x1000),  # the guard must fit after the page
 ])
 def test_va_max_alignment_is_the_largest_with_an_allocation_in_the_range(start, end, guard, top):
-    """alloc's bound on `alignment` (umd/runtime.py): the largest power of two at which one
+    """alloc's bound on `alignment` (umd/memory.py): the largest power of two at which one
     page and its guard fit in the range; an allocation at it succeeds when the range is free,
     and at twice it there is no address at all."""
     va = VaAllocator(start, end, P, guard_pages=guard)

@@ -61,7 +61,7 @@ def test_the_batching_example_counts_every_ioctl_of_the_workload(threshold):
     outside it already, so nothing is taken off. On the model every job has ended by the
     time the final wait looks, so the workload's ioctls are its CS ioctls and the looks that
     prove its jobs ended well, one CTX QUERY_STATE at each flush and at the final wait (the
-    gfx ring, like every ring, may be reset alone: umd/failed_jobs.py) (it took one off:
+    gfx ring, like every ring, may be reset alone: umd/failures/failed_jobs.py) (it took one off:
     64 commands at threshold 128 read 0 ioctls per command and "64x fewer")."""
     from examples import batching
 

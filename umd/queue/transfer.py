@@ -32,9 +32,10 @@ import numpy as np
 
 from spec import pm4, sdma
 
-from .queue import Queue, _finish
-from .args import DEFAULT_TIMEOUT, M32, _index, _timeout
-from .runtime import Buffer, _own_buffer
+from ..args import DEFAULT_TIMEOUT, M32, _index, _timeout
+from ..memory import Buffer, _own_buffer
+from .flush import _finish
+from .record import Queue
 
 
 def _bytes_range(q: Queue, call: str, name: str, buf: Buffer, offset: Any, size: Any,

@@ -1,6 +1,6 @@
 """What a KMD error means for the queue that got it: the UMD's exception (umd/errors.py)
 for a CS's or a WAIT_CS's failure, the failed job's GpuError naming the call that recorded
-its packet (umd/faults.py), and the error remembered as raised (umd/failed_jobs.py).
+its packet (umd/failures/faults.py), and the error remembered as raised (umd/failures/failed_jobs.py).
 
 EIO is the kernel's answer to three things the app must handle differently: the queue's
 context is banned (make a new queue), the Device's whole file is banned (no context of it
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from kmd_model.uapi import CtxPriority, CtxQueryFlags, KmdError, PacketAt
 
 from . import failed_jobs, faults
-from .errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, OutOfMemory, QueueBanned, SubmitError
+from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, OutOfMemory, QueueBanned, SubmitError
 
 if TYPE_CHECKING:
-    from .queue import Queue
+    from ..queue import Queue
 
 
 def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | None = None,

@@ -1,4 +1,4 @@
-"""Device.queue, the entry point that makes a Queue (umd/queue.py), in each API version's
+"""Device.queue, the entry point that makes a Queue (umd/queue/record.py), in each API version's
 form: v1 (gfx only), v2 (engine= and priority=), v3 (async_submit=); the arguments a later
 version added are refused by name in an earlier one, as missing entry points are.
 """
@@ -12,10 +12,10 @@ import numpy as np
 
 from kmd_model.ioctl.copyin import shown
 
-from .queue import ENGINES, MAX_INFLIGHT, PRIORITIES, Queue
-from .calls import accepted_keywords, unexpected_keyword
-from .runtime import Device
-from .submit import Submitter
+from ..calls import accepted_keywords, unexpected_keyword
+from ..runtime import Device
+from ..submit import Submitter
+from .record import ENGINES, MAX_INFLIGHT, PRIORITIES, Queue
 
 
 def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwords: int | None = None,

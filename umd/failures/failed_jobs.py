@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING
 
 from kmd_model.uapi import KmdError
 
-from . import kmd_errors, runtime, submit
-from .errors import GpuError, UmdError
+from .. import runtime, submit
+from ..errors import GpuError, UmdError
+from . import kmd_errors
 
 if TYPE_CHECKING:
-    from .queue import Queue, Submission
+    from ..queue import Queue, Submission
 
 REPORTED_KEPT = 1024  # errors a queue remembers having raised (a failed job's seqno is not seen again after)
 

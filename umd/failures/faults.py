@@ -17,8 +17,8 @@ from kmd_model.uapi import HwErrorInfo
 from spec import pm4, sdma
 
 if TYPE_CHECKING:
-    from .queue import Queue
-    from .runtime import Buffer
+    from ..memory import Buffer
+    from ..queue import Queue
 
 # the errors whose address (CP_ERROR_ADDR) is the faulting access's, not the packet's
 _FAULTS = ("VM_FAULT", "BUS_SLVERR", "BUS_DECERR")

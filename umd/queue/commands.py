@@ -2,8 +2,8 @@
 emit_raw): WRITE_DATA / WAIT_REG_MEM or, on a copy queue, SDMA WRITE_LINEAR / POLL_REGMEM,
 and raw dwords. Each records its packets under its call's label (Queue._label) and counts
 as one command toward the flush threshold (Queue._end_command). The Queue and its flush are
-in umd/queue.py; the other recording calls in umd/events.py (signal, timestamp, wait_event)
-and umd/transfer.py (fill, copy, upload, download).
+in umd/queue/record.py and umd/queue/flush.py; the other recording calls in umd/events.py (signal, timestamp, wait_event)
+and umd/queue/transfer.py (fill, copy, upload, download).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import Any
 from kmd_model.ioctl.copyin import shown
 from spec import packets, pm4, sdma
 
-from .queue import Queue, queue_flush
-from .args import M32, _dwords, _index
-from .runtime import Buffer, _own_buffer
+from ..args import M32, _dwords, _index
+from ..memory import Buffer, _own_buffer
+from .flush import queue_flush
+from .record import Queue
 
 _POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
