@@ -98,6 +98,18 @@ def test_an_attribute_without_a_docstring_is_refused(monkeypatch):
         generate.render_api_md()
 
 
+def test_the_mutation_campaigns_copies_of_a_method_are_not_the_classs(monkeypatch):
+    """mutmut puts its copies of each method it mutates on the class, without a docstring
+    (`xǁBufferǁfree__mutmut_1`): the page refused them, and with it every campaign that
+    mutated a UMD class's module failed its coverage pass (make mutate)."""
+    def copy(self):
+        pass
+    for name in ("x\u01c1Buffer\u01c1free__mutmut_1", "x\u01c1Buffer\u01c1free__mutmut_orig"):
+        monkeypatch.setattr(umd.Buffer, name, copy, raising=False)
+    page = generate.render_api_md()
+    assert "mutmut" not in page and "### `Buffer.free`" in page
+
+
 def test_a_new_name_of_umd_must_reach_the_page(monkeypatch):
     monkeypatch.setattr(umd, "__all__", [*umd.__all__, "Frobnicator"])
     with pytest.raises(ValueError, match=r"^docs/api\.md: umd\.Frobnicator is in umd\.__all__ but not on the page"):
