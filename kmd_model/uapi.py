@@ -59,6 +59,22 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   fails with ETIME, which is a timed-out wait's here: ECANCELED). EIO: the context or
   its file is banned (CS, CTX ALLOC), or the device is wedged (its reset failed): CS,
   GEM_CREATE, GEM_VA MAP and REPLACE (they may make page tables) and every job in flight. EBADF: the file is closed.
+- EINTR: a signal came while the ioctl waited for the GPU (WAIT_CS, GEM_WAIT_IDLE, a CS
+  waiting for its context's oldest job or for shadow-pool room, CTX FREE for its context's
+  queued jobs, a GEM_VA MAP or REPLACE for a closed BO's jobs): nothing was changed, its
+  handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does).
+  EDEADLK: an ioctl or an open made by client code run inside another ioctl of the same
+  thread (a garbage-collector callback: signals are held during an ioctl). E2BIG: a CS
+  whose checked copies would take more than the whole shadow pool (not with the default
+  sizes, where a max_job_dw job fits).
+
+Limits: a file holds at most 4,095 contexts at once (ENOSPC); BOs, handles and mappings
+have no count of their own, the heaps (ENOMEM) and the VM's pages bound them; a CS carries
+at most DEV_INFO.max_ib_chunks IB chunks of DEV_INFO.max_ib_dw dwords each, one fence
+chunk and DEV_INFO.max_dep_chunks dependency chunks (EINVAL past any); a GFX job runs at
+most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, the CS
+checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
+default): a CS past them waits for the context's oldest job there.
 """
 
 from __future__ import annotations
@@ -168,7 +184,7 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
-    """A new BO: its handle (the file's own, > 0) and size. Its pages are the kernel's to
+    """A new BO: its handle (the file's own, > 0, never one the file closed before) and size. Its pages are the kernel's to
     place: map it with GEM_VA to reach it from the GPU, GEM_MMAP from the CPU."""
 
     handle: int  # the BO's handle in this file: what GEM_MMAP, GEM_VA, GEM_CLOSE and a CS name
@@ -177,7 +193,12 @@ class GemCreateOut:
 
 @dataclass
 class GemCloseArgs:
-    handle: int  # the BO to close: unmapped everywhere, freed once no job uses it
+    # the BO to close: its handle and CPU mappings go at once; its GPU mappings and memory once
+    # no job uses it (INFO MEMORY counts it until then). A job submitted before still reaches
+    # it, and so does a later job no checker reads (the DMA ring's); a later GFX CS naming
+    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, a
+    # CLEAR takes the range at once (a job reaching it then faults)
+    handle: int
 
 
 @dataclass
@@ -195,7 +216,14 @@ class GemMmapOut:
 
 
 class VaOp(IntEnum):
-    """GEM_VA operations (amdgpu's AMDGPU_VA_OP_*)."""
+    """GEM_VA operations (amdgpu's AMDGPU_VA_OP_*). Each takes effect at once, for jobs
+    already submitted too (the page tables are updated before the ioctl returns): a job that
+    reaches a range UNMAP or CLEAR took away, after the call, faults (its WAIT_CS
+    ECANCELED, a VM fault, a queue reset of its ring: GUILTY there), and after a REPLACE it
+    reaches the new BO; the BO taken away stays allocated while such a job may run
+    (GEM_WAIT_IDLE: busy). amdgpu differs: it orders an unmap behind the VM's submitted jobs
+    (amdgpu_vm_update_range's implicit sync, AMDGPU_SYNC_EQ_OWNER), so they see the old
+    mapping: wait for them first (WAIT_CS, GEM_WAIT_IDLE)."""
 
     MAP = 1  # map [va, va + size) to the BO from offset; the range must be free
     UNMAP = 2  # remove the BO's mapping that starts at va
@@ -221,7 +249,8 @@ class GemVaArgs:
     addresses. UNMAP names a mapping by its BO and start (offset_in_bo unused; map_size,
     0 or more, only bounds the range check, which comes first, as amdgpu's); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
     mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
-    unmaps the BO everywhere. Errors: see the module's docstring."""
+    unmaps the BO everywhere, once no job uses it (GemCloseArgs). Errors: see the module's
+    docstring."""
 
     handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores it
     operation: int  # a VaOp
@@ -234,7 +263,9 @@ class GemVaArgs:
 @dataclass
 class GemWaitIdleArgs:
     handle: int  # the BO whose jobs to wait for
-    timeout: int  # simulated cycles; 0 = just ask
+    # simulated cycles from the call (amdgpu's timeout is an absolute time); 0 = just ask;
+    # 2**64 - 1: no bound but the job timer
+    timeout: int
 
 
 @dataclass(frozen=True)
@@ -252,7 +283,12 @@ class CtxOp(IntEnum):
     """CTX operations (amdgpu's AMDGPU_CTX_OP_*)."""
 
     ALLOC = 1  # a new context (CtxArgs.priority): its id comes back in CtxOut.ctx_id
-    FREE = 2  # free context ctx_id: its queued jobs still run; its id may be handed out again
+    # free context ctx_id, once none of its jobs is queued any more (each in a ring or run:
+    # drm_sched_entity_flush; FREE waits meanwhile). Its jobs still run, in order, writing
+    # their memory and user fences, and another context's job that depends on one still waits
+    # for it; its id goes at once (EINVAL in CTX, CS, a dependency, WAIT_CS) and is not handed
+    # out again by the file
+    FREE = 2
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
     QUERY_STATE = 3
@@ -349,7 +385,7 @@ class HwErrorInfo:
 
 @dataclass(frozen=True)
 class CtxOut:
-    ctx_id: int = 0  # ALLOC: the new context's id (> 0)
+    ctx_id: int = 0  # ALLOC: the new context's id (> 0, never one the file freed); FREE, QUERY_STATE: the one named
     reset_status: ResetStatus = ResetStatus.NO_RESET  # QUERY_STATE: the context's, over every ring
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,
@@ -414,7 +450,9 @@ class CsChunkFence:
 @dataclass
 class CsArgs:
     """One submission (drm_amdgpu_cs): a job of context `ctx_id` running its IB chunks in
-    order, after the jobs its dependency chunks name, writing its fence chunk's user fence."""
+    order, after the jobs its dependency chunks name, writing its fence chunk's user fence.
+    A context has at most 32 unfinished jobs on one ring: a CS past them waits for the
+    context's oldest job there (amdgpu_ctx_wait_prev_fence)."""
 
     ctx_id: int  # the context submitting (the file's own)
     chunks: list = field(default_factory=list)  # CsChunkIb (at least one), CsChunkDep, CsChunkFence
@@ -429,11 +467,17 @@ class CsOut:
 class WaitCsArgs:
     """Wait for job `seq` of context `ctx_id`. Unlike amdgpu's, it names no ring: a
     context's seqnos are one sequence over all its rings. 0xFFFFFFFF is no "latest" here
-    (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL."""
+    (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL. A failed job
+    answers its error while it is among the context's latest 1,024 failed jobs (and the
+    file's latest 16,384); older, its error is forgotten and it answers as ended well, here
+    and as a dependency (amdgpu_ctx_get_fence: a seqno older than the fences the context
+    keeps is signalled)."""
 
     ctx_id: int  # the context that submitted the job
     seq: int  # its seqno (CsOut.seq)
-    timeout: int  # simulated cycles; 0 = just ask (no ETIME); 2**64 - 1: no bound but the job timer
+    # simulated cycles from the call (amdgpu's timeout is an absolute time); 0 = just ask (no
+    # ETIME); 2**64 - 1: no bound but the job timer
+    timeout: int
 
 
 @dataclass(frozen=True)
@@ -479,8 +523,8 @@ class DevInfo:
     ring_size_dw: int  # the kernel's gfx ring, in dwords
     ib_align_dw: int  # the kernel pads its ring commits to this many dwords; UMDs their IBs (not asked)
     max_ib_dw: int  # largest IB_SIZE
-    max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
-    max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
+    max_job_dw: int  # dwords one GFX job may run in all, every IB counted each time it runs (the checker's)
+    max_job_ibs: int  # distinct IBs one GFX job may reach (chunks, IB2s, CHAIN targets; the checker's)
     packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
     va_start: int  # the VA range a client maps in (amdgpu's virtual_address_offset ...
     va_end: int  # ... and virtual_address_max)
