@@ -74,7 +74,11 @@ at most DEV_INFO.max_ib_chunks IB chunks of DEV_INFO.max_ib_dw dwords each, one 
 chunk and DEV_INFO.max_dep_chunks dependency chunks (EINVAL past any); a GFX job runs at
 most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, the CS
 checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
-default): a CS past them waits for the context's oldest job there.
+default): a CS past them waits for the context's oldest job there. Time (KmdParams, the
+module parameters, at their defaults): the job timer resets a job that makes no progress
+for job_timeout (500,000) cycles, or a GFX job that has run 256 of them (a DMA job 64:
+no checker bounds it); a context whose jobs caused ban_after_hangs (3) resets is banned, a
+file whose jobs timed out file_ban_after_hangs (8) times too (EIO).
 """
 
 from __future__ import annotations
@@ -271,7 +275,8 @@ class GemWaitIdleArgs:
 @dataclass(frozen=True)
 class GemWaitIdleOut:
     """busy: a job that may use the BO (one submitted while it was mapped in the file's VM,
-    or naming it in a fence chunk) has not finished. A wait that runs out answers busy, no
+    or naming it in a fence chunk, or one in a ring when its mapping went: VaOp) has not
+    finished. A wait that runs out answers busy, no
     error (amdgpu's out.status), unlike WAIT_CS's ETIME."""
 
     busy: bool  # True: a job that may use it still runs (or waits to)
@@ -441,7 +446,9 @@ class CsChunkFence:
     dword of the BO (amdgpu's AMDGPU_CHUNK_ID_FENCE), so a UMD can poll memory instead
     of calling WAIT_CS. The BO need not be mapped in the VM (the kernel writes it); the job
     holds it until it ends. One per CS; an unknown handle or an offset not dword aligned
-    inside the BO: EINVAL."""
+    inside the BO: EINVAL. A job that fails (reset as guilty, cancelled by a reset or a
+    failed dependency) never writes it, as amdgpu skips a cancelled job's IBs and fence:
+    WAIT_CS says why."""
 
     handle: int  # the BO the seqno is written to
     offset: int  # the dword's byte offset in it
@@ -567,7 +574,13 @@ class VmFaultInfo:
 @dataclass(frozen=True)
 class Counters:
     """`hw`: the PERF_* registers and TIMESTAMP; `packets`: PERF_PACKETS by packet name;
-    `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...)."""
+    `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...).
+    Every client's work is in them, so only a file with CAP_PERFMON gets them
+    (open_render_node(cap_perfmon=True), or KmdParams.cap_perfmon; a system-wide perf event
+    needs it on Linux); any other file gets the clock alone (`hw` = {"timestamp": ...}, no
+    `packets`) and its own counts in `kmd` (amdgpu's fdinfo): `ioctls` and `ioctl_errors`
+    (this call counted), `contexts` and `live_bos` (its contexts and BO handles now), `hangs`
+    (its contexts' jobs that timed out: file_ban_after_hangs counts them)."""
 
     hw: dict  # the device's performance counters by name (busy_cycles, dwords_fetched ...) and its clock (timestamp)
     packets: dict  # packet name -> PERF_PACKETS count

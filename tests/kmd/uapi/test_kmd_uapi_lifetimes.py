@@ -275,3 +275,86 @@ def test_a_failed_jobs_error_is_kept_for_the_contexts_latest_1024_failures():
     u32[0x900:0x908] = sdma.pad(8)
     after = u.cs(ctx, CsChunkIb(8, handle=h, offset=0x2400, ip_type=HwIp.DMA), CsChunkDep(HwIp.DMA, 0, ctx, fault))
     assert u.wait(ctx, after)
+
+
+def test_a_failed_job_never_writes_its_user_fence():
+    """CsChunkFence: the seqno is written after the job, by a job that ended well only: the
+    hung job, the job of its context behind it (its queue's reset cancels both) and another
+    context's job that depends on the hang never write theirs (WAIT_CS says why: ECANCELED),
+    as amdgpu skips a cancelled job's IBs and fence; an innocent job behind the hang, run
+    again after the reset, writes its own."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    ctx, other = u.ctx(), u.ctx()
+    h, u32, va = u.bo(0x4000)
+    f = u.create(PAGE)  # (the fences' BO: mapped nowhere, the kernel writes it)
+    f32 = u.mmap(f).view("<u4")
+    hang = held(u, ctx, u32, h, va)
+    chunks = (CsChunkFence(f, 0), CsChunkFence(f, 4), CsChunkFence(f, 8), CsChunkFence(f, 12))
+    jobs = [(ctx, u.cs(ctx, ib(u32, pm4.nop(6), offset=0x100, handle=h), chunks[1])),
+            (other, u.cs(other, ib(u32, pm4.nop(6), offset=0x200, handle=h), chunks[2],
+                         CsChunkDep(HwIp.GFX, 0, ctx, hang))),
+            (other, u.cs(other, ib(u32, pm4.nop(6), offset=0x300, handle=h), chunks[3]))]
+    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    for c, seq in jobs[:2]:
+        refused(errno.ECANCELED, "WAIT_CS", u.wait, c, seq)
+    assert u.wait(*jobs[2])
+    assert f32[:4].tolist() == [0, 0, 0, jobs[2][1]]
+
+
+def test_gem_wait_idle_counts_the_jobs_that_may_use_the_bo():
+    """GemWaitIdleOut.busy: a job submitted while the BO was mapped in the file's VM, or that
+    names it in a fence chunk (mapped nowhere), holds it; a BO mapped after the job's CS does
+    not, until its mapping goes while the job is in a ring (VaOp: the job may still have
+    writes under way through it)."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    fence_only, mapped, later = u.create(), u.create(), u.create()
+    mva = u.va
+    u.va += 0x4000
+    u.map(mapped, mva, PAGE)
+    job = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), handle=h), CsChunkFence(fence_only, 0))
+    u.map(later, mva + 0x2000, PAGE)
+
+    def busy(handle):
+        return u.io(I, GemWaitIdleArgs(handle, 0)).busy
+    assert (busy(h), busy(fence_only), busy(mapped), busy(later)) == (True, True, True, False)
+    u.map(later, mva + 0x2000, 0, op=VaOp.UNMAP)
+    assert busy(later)
+    u32[0x3000 // 4] = 1
+    assert u.wait(ctx, job) and not any(busy(x) for x in (h, fence_only, mapped, later))
+
+
+def test_counters_without_cap_perfmon_are_the_files_own():
+    """Counters: a file without CAP_PERFMON gets the clock and its own counts: `ioctls` and
+    `ioctl_errors` (the COUNTERS call itself counted), `contexts` and `live_bos` as they are
+    now, `hangs` its contexts' jobs that timed out (a VM fault is no timeout); nothing of
+    another file's work."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u, other = Umd(), Umd()
+
+    def own():
+        c = u.io(Request.INFO, uapi.InfoArgs(InfoQuery.COUNTERS))
+        assert set(c.hw) == {"timestamp"} and c.packets == {}
+        return c.kmd
+    first = own()
+    assert first == {"ioctls": 2, "ioctl_errors": 0, "contexts": 0, "live_bos": 0, "hangs": 0}  # DEV_INFO, this
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)  # GEM_CREATE, GEM_VA, GEM_MMAP
+    refused(errno.EINVAL, "GEM_CLOSE", u.close_bo, 99)
+    assert own() == {"ioctls": 8, "ioctl_errors": 1, "contexts": 1, "live_bos": 1, "hangs": 0}
+    octx = other.ctx()
+    other.bo()
+    other.cs(octx, CsChunkIb(8, gpu_addr=other.va + 0x100_0000, ip_type=HwIp.DMA))  # a fault of the other's
+    refused(errno.EINVAL, "CS", other.cs, octx, CsChunkIb(8))
+    assert own() == {"ioctls": 9, "ioctl_errors": 1, "contexts": 1, "live_bos": 1, "hangs": 0}
+    fault = u.cs(ctx, CsChunkIb(8, gpu_addr=va + 0x100_0000, ip_type=HwIp.DMA))
+    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, fault)
+    assert own()["hangs"] == 0  # a fault, reset at once: no timeout
+    hang = held(u, ctx, u32, h, va)
+    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctx, hang, 400_000)
+    u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, ctx))
+    u.close_bo(h)
+    assert own() == {"ioctls": 17, "ioctl_errors": 3, "contexts": 0, "live_bos": 0, "hangs": 1}
