@@ -250,13 +250,13 @@ class GemVaArgs:
     """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment,
     map_size > 0, [va_address, va_address + map_size) inside [DEV_INFO.va_start, va_end) and
     [offset_in_bo, offset_in_bo + map_size) inside the BO. One BO may be mapped at several
-    addresses. UNMAP names a mapping by its BO and start (offset_in_bo unused; map_size,
+    addresses. UNMAP names a mapping by its BO and start (offset_in_bo any u64, unused; map_size,
     0 or more, only bounds the range check, which comes first, as amdgpu's); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
     mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
     unmaps the BO everywhere, once no job uses it (GemCloseArgs). Errors: see the module's
     docstring."""
 
-    handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores it
+    handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores its value (any u32)
     operation: int  # a VaOp
     va_address: int  # where in the file's VM: page aligned
     offset_in_bo: int = 0  # where in the BO the mapping starts (MAP, REPLACE): page aligned
@@ -417,8 +417,8 @@ class CsChunkIb:
     name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int  # the IB's size in dwords
-    handle: int = 0  # the BO holding the IB, or 0: by gpu_addr
-    offset: int = 0  # the IB's byte offset in that BO
+    handle: int = 0  # the BO holding the IB, or 0: by gpu_addr (None is no 0: an unknown handle, ENOENT)
+    offset: int = 0  # the IB's byte offset in that BO (by gpu_addr: 0, else EINVAL)
     gpu_addr: int | None = None  # the IB's GPU virtual address (handle 0)
     flags: int = 0  # none defined: 0
     ip_type: int = HwIp.GFX  # the ring: HW IP type, instance and ring index (drm_amdgpu_cs_chunk_ib)
