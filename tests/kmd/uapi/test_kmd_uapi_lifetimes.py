@@ -71,20 +71,30 @@ def test_wait_timeouts_are_cycles_from_the_call():
     assert refused(errno.ECANCELED, "WAIT_CS", u.io, W, WaitCsArgs(ctx, hang2, 0)).info.seq == hang2
 
 
-@pytest.mark.parametrize("how", ["WAIT_CS", "GEM_WAIT_IDLE", "CTX FREE"])
+@pytest.mark.parametrize("how", ["WAIT_CS", "GEM_WAIT_IDLE", "CTX FREE", "CS", "GEM_VA"])
 def test_a_signal_ends_a_wait_with_eintr_and_changes_nothing(how):
     """docs/uapi.md, EINTR: a signal that comes while an ioctl waits for the GPU ends the wait
     with EINTR; its handler runs as the ioctl returns, nothing was changed, and the same call
     made again waits again (as libdrm's drmIoctl does). CTX FREE waits while the context has
-    jobs queued (here behind another context's held job, one job in the ring at a time)."""
-    kmd_model.bind(RefModel(), job_timeout=1 << 40, hw_submission_limit=1)
+    jobs queued (here behind another context's held job, one job in the ring at a time); a
+    CS for its context's oldest job (sched_jobs 1 here, for 32); a GEM_VA MAP over a range
+    a closed BO's job still holds for that job."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 40, hw_submission_limit=1, sched_jobs=1)
     u = Umd()
     ctx, other = u.ctx(), u.ctx()
     h, u32, va = u.bo(0x4000)
+    t = u.create(PAGE)
+    tva = u.va
+    u.va += 0x2000
+    u.map(t, tva, PAGE)
     hold = held(u, ctx, u32, h, va, pm4.write_data(va + 0x2000, [1]))
     queued = u.cs(other, ib(u32, pm4.write_data(va + 0x2004, [2]), offset=0x100, handle=h))
+    u.close_bo(t)  # (the hold holds it: still mapped)
+    again = ib(u32, pm4.write_data(va + 0x2008, [3]), offset=0x200, handle=h)
     call = {"WAIT_CS": (W, WaitCsArgs(ctx, hold, FOREVER)), "GEM_WAIT_IDLE": (I, GemWaitIdleArgs(h, FOREVER)),
-            "CTX FREE": (Request.CTX, uapi.CtxArgs(CtxOp.FREE, other))}[how]
+            "CTX FREE": (Request.CTX, uapi.CtxArgs(CtxOp.FREE, other)),
+            "CS": (Request.CS, uapi.CsArgs(ctx, [again])),
+            "GEM_VA": (Request.GEM_VA, uapi.GemVaArgs(u.create(PAGE), VaOp.MAP, tva, 0, PAGE))}[how]
     came = []
     prev = signal.signal(signal.SIGALRM, lambda *_: came.append(now(u)))
     signal.setitimer(signal.ITIMER_REAL, 0.2)
@@ -94,9 +104,10 @@ def test_a_signal_ends_a_wait_with_eintr_and_changes_nothing(how):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, prev)
     assert "interrupted by a signal" in e.message and len(came) == 1
-    # nothing changed: both jobs still wait, the context is still there
+    # nothing changed: both jobs still wait, the context is still there, the range still taken
     assert u.io(W, WaitCsArgs(ctx, hold, 0)).busy and u.io(W, WaitCsArgs(other, queued, 0)).busy
     assert u.query(other).ctx_id == other
+    refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(ctx, hold + 1, 0))  # (the CS took no seqno)
     u32[0x3000 // 4] = 1
     out = u.io(*call)  # made again, it waits and ends
     assert u.wait(ctx, hold, 0) and u32[0x800:0x802].tolist() == [1, 2]
@@ -105,6 +116,10 @@ def test_a_signal_ends_a_wait_with_eintr_and_changes_nothing(how):
         refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(other, queued, 0))
     else:
         assert u.wait(other, queued, 0)
+    if how == "CS":
+        assert out.seq == hold + 1 and u.wait(ctx, out.seq) and u32[0x802] == 3
+    if how == "GEM_VA":
+        refused(errno.EINVAL, "GEM_VA", u.map, u.create(PAGE), tva, PAGE)  # the new BO is there
 
 
 # ------------------------------------------------------------------------------ a BO closed, a range unmapped
