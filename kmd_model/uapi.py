@@ -48,7 +48,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
-  a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
+  a page table for GEM_VA, a page directory at open), or in the shadow pool for long. A
+  CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
+  process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
   GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
   job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
@@ -65,8 +67,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does).
   EDEADLK: an ioctl or an open made by client code run inside another ioctl of the same
   thread (a garbage-collector callback: signals are held during an ioctl). E2BIG: a CS
-  whose checked copies would take more than the whole shadow pool (not with the default
-  sizes, where a max_job_dw job fits).
+  whose checked copies would take more than the whole shadow pool (a job of many small IBs
+  on a driver bound with a small pool, KmdParams.shadow_pool_kib: DEV_INFO.max_job_dw is
+  sized to half the pool).
 
 Limits: a file holds at most 4,095 contexts at once (ENOSPC); BOs, handles and mappings
 have no count of their own, the heaps (ENOMEM) and the VM's pages bound them; a CS carries
