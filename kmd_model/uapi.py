@@ -451,7 +451,11 @@ class CsChunkFence:
     holds it until it ends. One per CS; an unknown handle or an offset not dword aligned
     inside the BO: EINVAL. A job that fails (reset as guilty, cancelled by a reset or a
     failed dependency) never writes it, as amdgpu skips a cancelled job's IBs and fence:
-    WAIT_CS says why."""
+    WAIT_CS says why. The device's time passes only inside the driver (a simulator's clock,
+    the model's): reading memory in a loop, or sleeping, lets none pass, so a UMD that polls
+    lets the device run between its looks with `file.elapse(cycles)` (not an ioctl: cycles
+    an int in [0, 2**32], else ValueError; nothing on a closed file), as umd's
+    Event.signalled does 64 cycles a look."""
 
     handle: int  # the BO the seqno is written to
     offset: int  # the dword's byte offset in it

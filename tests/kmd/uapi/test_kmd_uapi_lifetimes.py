@@ -373,3 +373,31 @@ def test_counters_without_cap_perfmon_are_the_files_own():
     u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, ctx))
     u.close_bo(h)
     assert own() == {"ioctls": 17, "ioctl_errors": 3, "contexts": 0, "live_bos": 0, "hangs": 1}
+
+
+def test_polling_a_user_fence_lets_the_device_run_with_elapse():
+    """CsChunkFence: a UMD polling the user fence sees the GPU move only through
+    `file.elapse(cycles)` between its looks: reads alone leave it where it was (the device's
+    time passes inside the driver only); elapse takes an int in [0, 2**32] (ValueError
+    otherwise) and does nothing on a closed file."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    seq = u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3004, 1, 1, "EQ") + pm4.write_data(va + 0x2000, [0x5A]),
+                       handle=h), CsChunkFence(h, 0x3000))
+    u32[0x3004 // 4] = 1  # the CPU releases the job ...
+    assert not any(u32[0x3000 // 4] == seq for _ in range(1000))  # ... but reads alone: the GPU stands still
+    t0 = now(u)
+    looks = 0
+    while u32[0x3000 // 4] != seq:
+        u.f.elapse(64)
+        looks += 1
+        assert looks < 10_000
+    assert u32[0x800] == 0x5A and now(u) - t0 >= 64 * looks
+    for bad in (-1, (1 << 32) + 1, 1.0, None, "64", True):
+        with pytest.raises(ValueError, match=r"^elapse: cycles must be an integer in \[0, 2\*\*32\], not "):
+            u.f.elapse(bad)
+    u.f.elapse(1 << 20)
+    u.f.close()
+    u.f.elapse(1000)  # a closed file: nothing, no error
