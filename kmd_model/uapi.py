@@ -17,6 +17,17 @@ with WAIT_CS or by polling a user fence (CsChunkFence); AMDGPU_INFO's other quer
 GEM_USERPTR, GEM_METADATA, GEM_OP, FENCE_TO_HANDLE, WAIT_FENCES and SCHED: EINVAL, as any
 unknown request or query.
 
+The file: `kmd_model.open_render_node(cap_sys_nice=None, cap_perfmon=None)` opens the
+bound device as opening /dev/dri/renderD128 does (ENODEV with none bound; ENOMEM, naming
+open, when VRAM has no page for its VM's page directory): its own BO handles, contexts and
+VM. `cap_sys_nice`, `cap_perfmon`: whether the process has CAP_SYS_NICE (CTX ALLOC above
+NORMAL) and CAP_PERFMON (INFO COUNTERS' device-wide counters); None: the driver's own
+(KmdParams), False unless it was bound otherwise; anything else is TypeError.
+`file.ioctl(request, args)` may be called from any thread. `file.close()` waits until
+none of the file's jobs is queued any more (each in a ring or run, as amdgpu_flush; a
+signal ends the wait, the jobs left queued still run), then releases every BO, context and
+the VM; closing twice is no error, an ioctl after it is EBADF.
+
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
 one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
