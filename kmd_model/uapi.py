@@ -75,7 +75,8 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
 - EINTR: a signal came while the ioctl waited for the GPU (WAIT_CS, GEM_WAIT_IDLE, a CS
   waiting for its context's oldest job or for shadow-pool room, CTX FREE for its context's
   queued jobs, a GEM_VA MAP or REPLACE for a closed BO's jobs): nothing was changed, its
-  handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does).
+  handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does: a
+  wait's timeout then counts from the new call, being relative, unlike amdgpu's).
   EDEADLK: an ioctl or an open made by client code run inside another ioctl of the same
   thread (a garbage-collector callback: signals are held during an ioctl). E2BIG: a CS
   whose checked copies would take more than the whole shadow pool (a job of many small IBs
@@ -202,8 +203,9 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
-    """A new BO: its handle (the file's own, > 0, never one the file closed before) and size. Its pages are the kernel's to
-    place: map it with GEM_VA to reach it from the GPU, GEM_MMAP from the CPU."""
+    """A new BO: its handle (the file's own, > 0, never one the file closed before) and
+    size. Its pages are the kernel's to place: map it with GEM_VA to reach it from the GPU,
+    GEM_MMAP from the CPU."""
 
     handle: int  # the BO's handle in this file: what GEM_MMAP, GEM_VA, GEM_CLOSE and a CS name
     size: int  # rounded up to whole pages (size 1: one page); more than a heap holds: ENOMEM
