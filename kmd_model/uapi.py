@@ -307,8 +307,9 @@ class CtxOp(IntEnum):
     # free context ctx_id, once none of its jobs is queued any more (each in a ring or run:
     # drm_sched_entity_flush; FREE waits meanwhile). Its jobs still run, in order, writing
     # their memory and user fences, and another context's job that depends on one still waits
-    # for it; its id goes at once (EINVAL in CTX, CS, a dependency, WAIT_CS) and is not handed
-    # out again by the file
+    # for it; its id goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
+    # syncobjs to outlive it, so wait for its jobs after by their user fences, or GEM_WAIT_IDLE
+    # on a BO they use) and is not handed out again by the file
     FREE = 2
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
