@@ -37,8 +37,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
 
 - EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
   integer goes; numpy integers are integers; a handle or context id of the wrong type is
-  an unknown one, with its errno), out of range or wider than its C field, an
-  unknown request, query, operation, flag or domain, a reserved field (flags nobody
+  an unknown one, with its errno), out of range or wider than its C field (in a field the
+  operation ignores too: CTX ALLOC's ctx_id, CLEAR's handle, UNMAP's and CLEAR's
+  offset_in_bo; any value of the field's width is taken there), an unknown request, query, operation, flag or domain, a reserved field (flags nobody
   defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
   a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
@@ -91,8 +92,8 @@ most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, th
 checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
 default): a CS past them waits for the context's oldest job there. Time (KmdParams, the
 module parameters, at their defaults): the job timer resets a job that makes no progress
-for job_timeout (500,000) cycles, or a GFX job that has run 256 of them (a DMA job 64:
-no checker bounds it); a context whose jobs caused ban_after_hangs (3) resets is banned, a
+for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts (256) of
+them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs caused ban_after_hangs (3) resets is banned, a
 file whose jobs timed out file_ban_after_hangs (8) times too (EIO).
 """
 
