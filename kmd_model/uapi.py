@@ -39,9 +39,10 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   integer goes; numpy integers are integers; a handle or context id of the wrong type is
   an unknown one, with its errno), out of range or wider than its C field (in a field the
   operation ignores too: CTX ALLOC's ctx_id, CLEAR's handle, UNMAP's and CLEAR's
-  offset_in_bo; any value of the field's width is taken there), an unknown request, query, operation, flag or domain, a reserved field (flags nobody
-  defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
-  a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
+  offset_in_bo; any value of the field's width is taken there), an unknown request,
+  query, operation, flag or domain, a reserved field (flags nobody defined) non-zero, a
+  misaligned address, offset or size; an unknown context id (CTX, CS, a dependency,
+  WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
   (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
   CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
@@ -93,8 +94,9 @@ checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_j
 default): a CS past them waits for the context's oldest job there. Time (KmdParams, the
 module parameters, at their defaults): the job timer resets a job that makes no progress
 for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts (256) of
-them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs caused ban_after_hangs (3) resets is banned, a
-file whose jobs timed out file_ban_after_hangs (8) times too (EIO).
+them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs
+caused ban_after_hangs (3) resets is banned, a file whose jobs timed out
+file_ban_after_hangs (8) times too (EIO).
 """
 
 from __future__ import annotations
@@ -293,8 +295,8 @@ class GemWaitIdleArgs:
 class GemWaitIdleOut:
     """busy: a job that may use the BO (one submitted while it was mapped in the file's VM,
     or naming it in a fence chunk, or one in a ring when its mapping went: VaOp) has not
-    finished. A wait that runs out answers busy, no
-    error (amdgpu's out.status), unlike WAIT_CS's ETIME."""
+    finished. A wait that runs out answers busy, no error (amdgpu's out.status), unlike
+    WAIT_CS's ETIME."""
 
     busy: bool  # True: a job that may use it still runs (or waits to)
 
