@@ -417,7 +417,9 @@ class CtxOut:
     # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
     # None while it has caused none (it was None after a queue reset, GUILTY with no error)
     error: HwErrorInfo | None = None
-    ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
+    # ring name -> ResetStatus: "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs
+    # where the device has the CP's second queue (they are named GFX ring 0 all the same)
+    ring_status: dict = field(default_factory=dict)
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 
 
