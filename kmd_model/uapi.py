@@ -17,6 +17,17 @@ with WAIT_CS or by polling a user fence (CsChunkFence); AMDGPU_INFO's other quer
 GEM_USERPTR, GEM_METADATA, GEM_OP, FENCE_TO_HANDLE, WAIT_FENCES and SCHED: EINVAL, as any
 unknown request or query.
 
+The file: `kmd_model.open_render_node(cap_sys_nice=None, cap_perfmon=None)` opens the
+bound device as opening /dev/dri/renderD128 does (ENODEV with none bound; ENOMEM, naming
+open, when VRAM has no page for its VM's page directory): its own BO handles, contexts and
+VM. `cap_sys_nice`, `cap_perfmon`: whether the process has CAP_SYS_NICE (CTX ALLOC above
+NORMAL) and CAP_PERFMON (INFO COUNTERS' device-wide counters); None: the driver's own
+(KmdParams), False unless it was bound otherwise; anything else is TypeError.
+`file.ioctl(request, args)` may be called from any thread. `file.close()` waits until
+none of the file's jobs is queued any more (each in a ring or run, as amdgpu_flush; a
+signal ends the wait, the jobs left queued still run), then releases every BO, context and
+the VM; closing twice is no error, an ioctl after it is EBADF.
+
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
 one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
@@ -26,10 +37,12 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
 
 - EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
   integer goes; numpy integers are integers; a handle or context id of the wrong type is
-  an unknown one, with its errno), out of range or wider than its C field, an
-  unknown request, query, operation, flag or domain, a reserved field (flags nobody
-  defined) non-zero, a misaligned address, offset or size; an unknown context id (CTX, CS,
-  a dependency, WAIT_CS: ids are the file's own), a seqno the context has not handed out;
+  an unknown one, with its errno), out of range or wider than its C field (in a field the
+  operation ignores too: CTX ALLOC's ctx_id, CLEAR's handle, UNMAP's and CLEAR's
+  offset_in_bo; any value of the field's width is taken there), an unknown request,
+  query, operation, flag or domain, a reserved field (flags nobody defined) non-zero, a
+  misaligned address, offset or size; an unknown context id (CTX, CS, a dependency,
+  WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
   (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
   CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
@@ -48,7 +61,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
-  a page table for GEM_VA, a page directory at open), or in the shadow pool for long.
+  a page table for GEM_VA, a page directory at open), or in the shadow pool for long. A
+  CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
+  process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
   GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
   job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
@@ -59,6 +74,29 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   fails with ETIME, which is a timed-out wait's here: ECANCELED). EIO: the context or
   its file is banned (CS, CTX ALLOC), or the device is wedged (its reset failed): CS,
   GEM_CREATE, GEM_VA MAP and REPLACE (they may make page tables) and every job in flight. EBADF: the file is closed.
+- EINTR: a signal came while the ioctl waited for the GPU (WAIT_CS, GEM_WAIT_IDLE, a CS
+  waiting for its context's oldest job or for shadow-pool room, CTX FREE for its context's
+  queued jobs, a GEM_VA MAP or REPLACE for a closed BO's jobs): nothing was changed, its
+  handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does: a
+  wait's timeout then counts from the new call, being relative, unlike amdgpu's).
+  EDEADLK: an ioctl or an open made by client code run inside another ioctl of the same
+  thread (a garbage-collector callback: signals are held during an ioctl). E2BIG: a CS
+  whose checked copies would take more than the whole shadow pool (a job of many small IBs
+  on a driver bound with a small pool, KmdParams.shadow_pool_kib: DEV_INFO.max_job_dw is
+  sized to half the pool).
+
+Limits: a file holds at most 4,095 contexts at once (ENOSPC); BOs, handles and mappings
+have no count of their own, the heaps (ENOMEM) and the VM's pages bound them; a CS carries
+at most DEV_INFO.max_ib_chunks IB chunks of DEV_INFO.max_ib_dw dwords each, one fence
+chunk and DEV_INFO.max_dep_chunks dependency chunks (EINVAL past any); a GFX job runs at
+most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, the CS
+checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
+default): a CS past them waits for the context's oldest job there. Time (KmdParams, the
+module parameters, at their defaults): the job timer resets a job that makes no progress
+for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts (256) of
+them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs
+caused ban_after_hangs (3) resets is banned, a file whose jobs timed out
+file_ban_after_hangs (8) times too (EIO).
 """
 
 from __future__ import annotations
@@ -168,8 +206,9 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
-    """A new BO: its handle (the file's own, > 0) and size. Its pages are the kernel's to
-    place: map it with GEM_VA to reach it from the GPU, GEM_MMAP from the CPU."""
+    """A new BO: its handle (the file's own, > 0, never one the file closed before) and
+    size. Its pages are the kernel's to place: map it with GEM_VA to reach it from the GPU,
+    GEM_MMAP from the CPU."""
 
     handle: int  # the BO's handle in this file: what GEM_MMAP, GEM_VA, GEM_CLOSE and a CS name
     size: int  # rounded up to whole pages (size 1: one page); more than a heap holds: ENOMEM
@@ -177,7 +216,12 @@ class GemCreateOut:
 
 @dataclass
 class GemCloseArgs:
-    handle: int  # the BO to close: unmapped everywhere, freed once no job uses it
+    # the BO to close: its handle and CPU mappings go at once; its GPU mappings and memory once
+    # no job uses it (INFO MEMORY counts it until then). A job submitted before still reaches
+    # it, and so does a later job no checker reads (the DMA ring's); a later GFX CS naming
+    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, a
+    # CLEAR takes the range at once (a job reaching it then faults)
+    handle: int
 
 
 @dataclass
@@ -195,7 +239,14 @@ class GemMmapOut:
 
 
 class VaOp(IntEnum):
-    """GEM_VA operations (amdgpu's AMDGPU_VA_OP_*)."""
+    """GEM_VA operations (amdgpu's AMDGPU_VA_OP_*). Each takes effect at once, for jobs
+    already submitted too (the page tables are updated before the ioctl returns): a job that
+    reaches a range UNMAP or CLEAR took away, after the call, faults (its WAIT_CS
+    ECANCELED, a VM fault, a queue reset of its ring: GUILTY there), and after a REPLACE it
+    reaches the new BO; the BO taken away stays allocated while such a job may run
+    (GEM_WAIT_IDLE: busy). amdgpu differs: it orders an unmap behind the VM's submitted jobs
+    (amdgpu_vm_update_range's implicit sync, AMDGPU_SYNC_EQ_OWNER), so they see the old
+    mapping: wait for them first (WAIT_CS, GEM_WAIT_IDLE)."""
 
     MAP = 1  # map [va, va + size) to the BO from offset; the range must be free
     UNMAP = 2  # remove the BO's mapping that starts at va
@@ -218,12 +269,13 @@ class GemVaArgs:
     """drm_amdgpu_gem_va: every address, offset and size a multiple of DEV_INFO.va_alignment,
     map_size > 0, [va_address, va_address + map_size) inside [DEV_INFO.va_start, va_end) and
     [offset_in_bo, offset_in_bo + map_size) inside the BO. One BO may be mapped at several
-    addresses. UNMAP names a mapping by its BO and start (offset_in_bo unused; map_size,
+    addresses. UNMAP names a mapping by its BO and start (offset_in_bo any u64, unused; map_size,
     0 or more, only bounds the range check, which comes first, as amdgpu's); CLEAR and REPLACE split the mappings they cut, and what is left of each is a
     mapping of its own (UNMAP it at its new start); CLEAR looks no handle up. GEM_CLOSE
-    unmaps the BO everywhere. Errors: see the module's docstring."""
+    unmaps the BO everywhere, once no job uses it (GemCloseArgs). Errors: see the module's
+    docstring."""
 
-    handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores it
+    handle: int  # the BO (MAP, UNMAP, REPLACE); CLEAR ignores its value (any u32)
     operation: int  # a VaOp
     va_address: int  # where in the file's VM: page aligned
     offset_in_bo: int = 0  # where in the BO the mapping starts (MAP, REPLACE): page aligned
@@ -234,14 +286,17 @@ class GemVaArgs:
 @dataclass
 class GemWaitIdleArgs:
     handle: int  # the BO whose jobs to wait for
-    timeout: int  # simulated cycles; 0 = just ask
+    # simulated cycles from the call (amdgpu's timeout is an absolute time); 0 = just ask;
+    # 2**64 - 1: no bound but the job timer
+    timeout: int
 
 
 @dataclass(frozen=True)
 class GemWaitIdleOut:
     """busy: a job that may use the BO (one submitted while it was mapped in the file's VM,
-    or naming it in a fence chunk) has not finished. A wait that runs out answers busy, no
-    error (amdgpu's out.status), unlike WAIT_CS's ETIME."""
+    or naming it in a fence chunk, or one in a ring when its mapping went: VaOp) has not
+    finished. A wait that runs out answers busy, no error (amdgpu's out.status), unlike
+    WAIT_CS's ETIME."""
 
     busy: bool  # True: a job that may use it still runs (or waits to)
 
@@ -252,7 +307,13 @@ class CtxOp(IntEnum):
     """CTX operations (amdgpu's AMDGPU_CTX_OP_*)."""
 
     ALLOC = 1  # a new context (CtxArgs.priority): its id comes back in CtxOut.ctx_id
-    FREE = 2  # free context ctx_id: its queued jobs still run; its id may be handed out again
+    # free context ctx_id, once none of its jobs is queued any more (each in a ring or run:
+    # drm_sched_entity_flush; FREE waits meanwhile). Its jobs still run, in order, writing
+    # their memory and user fences, and another context's job that depends on one still waits
+    # for it; its id goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
+    # syncobjs to outlive it, so wait for its jobs after by their user fences, or GEM_WAIT_IDLE
+    # on a BO they use) and is not handed out again by the file
+    FREE = 2
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
     QUERY_STATE = 3
@@ -349,14 +410,16 @@ class HwErrorInfo:
 
 @dataclass(frozen=True)
 class CtxOut:
-    ctx_id: int = 0  # ALLOC: the new context's id (> 0)
+    ctx_id: int = 0  # ALLOC: the new context's id (> 0, never one the file freed); FREE, QUERY_STATE: the one named
     reset_status: ResetStatus = ResetStatus.NO_RESET  # QUERY_STATE: the context's, over every ring
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,
     # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
     # None while it has caused none (it was None after a queue reset, GUILTY with no error)
     error: HwErrorInfo | None = None
-    ring_status: dict = field(default_factory=dict)  # ring name ("gfx", "sdma0") -> ResetStatus
+    # ring name -> ResetStatus: "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs
+    # where the device has the CP's second queue (they are named GFX ring 0 all the same)
+    ring_status: dict = field(default_factory=dict)
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 
 
@@ -376,8 +439,8 @@ class CsChunkIb:
     name one ring, and DEV_INFO.max_ib_chunks of them at most."""
 
     size_dw: int  # the IB's size in dwords
-    handle: int = 0  # the BO holding the IB, or 0: by gpu_addr
-    offset: int = 0  # the IB's byte offset in that BO
+    handle: int = 0  # the BO holding the IB, or 0: by gpu_addr (None is no 0: an unknown handle, ENOENT)
+    offset: int = 0  # the IB's byte offset in that BO (by gpu_addr: 0, else EINVAL)
     gpu_addr: int | None = None  # the IB's GPU virtual address (handle 0)
     flags: int = 0  # none defined: 0
     ip_type: int = HwIp.GFX  # the ring: HW IP type, instance and ring index (drm_amdgpu_cs_chunk_ib)
@@ -405,7 +468,13 @@ class CsChunkFence:
     dword of the BO (amdgpu's AMDGPU_CHUNK_ID_FENCE), so a UMD can poll memory instead
     of calling WAIT_CS. The BO need not be mapped in the VM (the kernel writes it); the job
     holds it until it ends. One per CS; an unknown handle or an offset not dword aligned
-    inside the BO: EINVAL."""
+    inside the BO: EINVAL. A job that fails (reset as guilty, cancelled by a reset or a
+    failed dependency) never writes it, as amdgpu skips a cancelled job's IBs and fence:
+    WAIT_CS says why. The device's time passes only inside the driver (a simulator's clock,
+    the model's): reading memory in a loop, or sleeping, lets none pass, so a UMD that polls
+    lets the device run between its looks with `file.elapse(cycles)` (not an ioctl: cycles
+    an int in [0, 2**32], else ValueError; nothing on a closed file), as umd's
+    Event.signalled does 64 cycles a look."""
 
     handle: int  # the BO the seqno is written to
     offset: int  # the dword's byte offset in it
@@ -414,7 +483,9 @@ class CsChunkFence:
 @dataclass
 class CsArgs:
     """One submission (drm_amdgpu_cs): a job of context `ctx_id` running its IB chunks in
-    order, after the jobs its dependency chunks name, writing its fence chunk's user fence."""
+    order, after the jobs its dependency chunks name, writing its fence chunk's user fence.
+    A context has at most 32 unfinished jobs on one ring: a CS past them waits for the
+    context's oldest job there (amdgpu_ctx_wait_prev_fence)."""
 
     ctx_id: int  # the context submitting (the file's own)
     chunks: list = field(default_factory=list)  # CsChunkIb (at least one), CsChunkDep, CsChunkFence
@@ -429,11 +500,17 @@ class CsOut:
 class WaitCsArgs:
     """Wait for job `seq` of context `ctx_id`. Unlike amdgpu's, it names no ring: a
     context's seqnos are one sequence over all its rings. 0xFFFFFFFF is no "latest" here
-    (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL."""
+    (it is in a CsChunkDep): a seqno the context has not handed out is EINVAL. A failed job
+    answers its error while it is among the context's latest 1,024 failed jobs (and the
+    file's latest 16,384); older, its error is forgotten and it answers as ended well, here
+    and as a dependency (amdgpu_ctx_get_fence: a seqno older than the fences the context
+    keeps is signalled)."""
 
     ctx_id: int  # the context that submitted the job
     seq: int  # its seqno (CsOut.seq)
-    timeout: int  # simulated cycles; 0 = just ask (no ETIME); 2**64 - 1: no bound but the job timer
+    # simulated cycles from the call (amdgpu's timeout is an absolute time); 0 = just ask (no
+    # ETIME); 2**64 - 1: no bound but the job timer
+    timeout: int
 
 
 @dataclass(frozen=True)
@@ -479,8 +556,8 @@ class DevInfo:
     ring_size_dw: int  # the kernel's gfx ring, in dwords
     ib_align_dw: int  # the kernel pads its ring commits to this many dwords; UMDs their IBs (not asked)
     max_ib_dw: int  # largest IB_SIZE
-    max_job_dw: int  # dwords one job may run in all, every IB counted each time it runs
-    max_job_ibs: int  # distinct IBs one job may reach (chunks, IB2s, CHAIN targets)
+    max_job_dw: int  # dwords one GFX job may run in all, every IB counted each time it runs (the checker's)
+    max_job_ibs: int  # distinct IBs one GFX job may reach (chunks, IB2s, CHAIN targets; the checker's)
     packets: tuple[str, ...]  # packet kinds in PERF_PACKETS order
     va_start: int  # the VA range a client maps in (amdgpu's virtual_address_offset ...
     va_end: int  # ... and virtual_address_max)
@@ -523,7 +600,13 @@ class VmFaultInfo:
 @dataclass(frozen=True)
 class Counters:
     """`hw`: the PERF_* registers and TIMESTAMP; `packets`: PERF_PACKETS by packet name;
-    `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...)."""
+    `kmd`: what the driver counted (ioctls, doorbells, interrupts, fences, resets ...).
+    Every client's work is in them, so only a file with CAP_PERFMON gets them
+    (open_render_node(cap_perfmon=True), or KmdParams.cap_perfmon; a system-wide perf event
+    needs it on Linux); any other file gets the clock alone (`hw` = {"timestamp": ...}, no
+    `packets`) and its own counts in `kmd` (amdgpu's fdinfo): `ioctls` and `ioctl_errors`
+    (this call counted), `contexts` and `live_bos` (its contexts and BO handles now), `hangs`
+    (its contexts' jobs that timed out: file_ban_after_hangs counts them)."""
 
     hw: dict  # the device's performance counters by name (busy_cycles, dwords_fetched ...) and its clock (timestamp)
     packets: dict  # packet name -> PERF_PACKETS count

@@ -7,6 +7,7 @@ import errno
 from typing import TYPE_CHECKING
 
 from .. import uapi
+from ..core.file import _is_int
 from ..core.kmd import MAX_IB_DW
 from ..cs.checker import CheckAgain
 from ..cs.shadow import ShadowWait
@@ -194,9 +195,12 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 raise KmdError(errno.EINVAL, f"{who}: the IB chunks aim at different rings ({sched.name} and "
                                f"{s.name}): one CS runs on one ring")
             sched = s
-            if ch.handle and ch.gpu_addr is not None:
+            # handle 0 is "by gpu_addr"; any other value names a BO: None, False or a str too, an
+            # unknown handle (ENOENT), as in every other chunk and ioctl (they ran by gpu_addr)
+            by_handle = not (_is_int(ch.handle) and ch.handle == 0)
+            if by_handle and ch.gpu_addr is not None and _is_int(ch.handle):
                 raise KmdError(errno.EINVAL, f"{who}: give a BO handle or a gpu_addr, not both")
-            if ch.handle:
+            if by_handle:
                 bo = file.bo(ch.handle, who)
                 off = _int(who, "offset", ch.offset)
                 if off & 3:
@@ -221,6 +225,12 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 addr = _int(who, "gpu_addr", ch.gpu_addr, 0, (1 << kmd.info.addr_bits) - 1)  # the bus's
                 if addr & 3:
                     raise KmdError(errno.EINVAL, f"{who}: gpu_addr must be dword aligned, not {addr:#x}")
+                # the offset is into the handle's BO: by gpu_addr it was ignored, whatever it held,
+                # and the IB ran from gpu_addr, not gpu_addr + offset as a UMD may have meant
+                off = _int(who, "offset", ch.offset)
+                if off:
+                    raise KmdError(errno.EINVAL, f"{who}: offset {off:#x} is into the BO of an IB by handle: "
+                                   "an IB by gpu_addr takes none (0)")
             else:
                 raise KmdError(errno.EINVAL, f"{who}: an IB chunk needs a BO handle or a gpu_addr")
             if addr % s.ring.IB_ALIGN:  # (an SDMA IB's base has no bits below 5)

@@ -59,7 +59,15 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     if va < vm.va_start or va + size > vm.va_end:
         raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) is outside the VM's range "
                        f"[{vm.va_start:#x}, {vm.va_end:#x})")
-    bo = file.bo(a.handle, who) if op != VaOp.CLEAR else None
+    if op == VaOp.CLEAR:
+        # its value is ignored (amdgpu's CLEAR looks no handle up), but it is the C struct's
+        # u32: a value of the wrong type, or wider, is EINVAL, as any field (it was taken)
+        _int(who, "handle", a.handle, bits=32)
+        bo = None
+    else:
+        bo = file.bo(a.handle, who)
+    if op != VaOp.MAP and op != VaOp.REPLACE:
+        _int(who, "offset_in_bo", a.offset_in_bo)  # (unused by UNMAP and CLEAR, but a u64 all the same)
     if op == VaOp.UNMAP:
         # (map_size, 0 or more, only bounds the range check above, as amdgpu's)
         m = vm.find(va)

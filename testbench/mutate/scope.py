@@ -128,6 +128,8 @@ TESTS = (
     "tests/kmd/uapi/test_kmd_uapi_contract.py",
     "tests/kmd/uapi/test_kmd_uapi_contract_cs.py",
     "tests/kmd/uapi/test_kmd_uapi_info.py",
+    "tests/kmd/uapi/test_kmd_uapi_lifetimes.py",
+    "tests/kmd/uapi/test_kmd_uapi_ignored_fields.py",
     "tests/security/memory/test_vm_isolation.py",
     "tests/kmd_sched/test_kmd_hostile.py",
     # the hostile client's random ioctls (8 runs, 4.3 s in the coverage pass): a mutant it

@@ -397,3 +397,20 @@ def test_a_dependency_older_than_the_rings_kept_is_nothing_to_wait_for():
         refused(errno.EINVAL, "CS", u.cs, ctx, copy, CsChunkDep(HwIp.DMA, 0, ctx, kept))
     # 1,026 and 1,025 jobs ago: forgotten, nothing to wait for (each CS pushes one more out)
     assert u.wait(ctx, u.cs(ctx, copy, CsChunkDep(HwIp.DMA, 0, ctx, seqs[0]), CsChunkDep(HwIp.DMA, 0, ctx, seqs[1])))
+
+
+def test_a_high_contexts_gfx_ring_is_named_gfx_high_in_ring_status():
+    """CtxOut.ring_status names the ring a job ran on: a HIGH context's GFX jobs run on the
+    CP's second queue where the device has it (the model does), so its hang's reset is
+    "gfx_high" there and in WAIT_CS's message, though the CS named GFX ring 0."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd(cap_sys_nice=True)
+    hi, normal = u.ctx(CtxPriority.HIGH), u.ctx()
+    h, u32, va = u.bo(0x4000)
+    hang = u.cs(hi, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ"), handle=h))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, hi, hang, 400_000)
+    assert " on gfx_high: " in e.message
+    st = u.query(hi)
+    assert (st.reset_status, st.ring_status) == (uapi.ResetStatus.GUILTY, {"gfx_high": uapi.ResetStatus.GUILTY})
+    assert u.wait(normal, u.cs(normal, ib(u32, pm4.nop(6), offset=0x100, handle=h)))
+    assert u.query(normal).ring_status == {}  # (its gfx ring was not reset)
