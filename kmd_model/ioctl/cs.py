@@ -294,13 +294,14 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
     # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:
-    # the job can reach all of them (amdgpu's VM reservation holds the job's fence).
-    bos = vm.bos()
-    if uf_bo is not None:
-        bos.add(uf_bo)
+    # the job can reach all of them (amdgpu's VM reservation holds the job's fence). It holds
+    # them by its VM's generation (Vm.job_started), not a copy of the set (Vm.bos()): one a
+    # job grew with the file's BOs, and a file may queue a hundred thousand jobs.
+    bos = {uf_bo} if uf_bo is not None else set()
     job = Job(ctx, ctx.next_seq(), ring_ibs, user_fence, bos, checked=checked, vm=vm)
     for bo in bos:
         bo.busy_jobs += 1
+    job.gen = vm.job_started()
     job.set_deps(deps)
     kmd.stats["cs"] += 1
     ctx.submitted_on(job.seq, sched.ring.name)
