@@ -353,12 +353,31 @@ class Vm:
         return best
 
     def holds(self, bo: "Bo") -> bool:
-        """Whether an unfinished job of this VM holds `bo` by its generation."""
-        return bool(self._live) and self._last_holder(bo) is not None
+        """Whether an unfinished job of this VM holds `bo` by its generation (Bo.busy: a wait
+        asks at each of its steps). Spans no unfinished job holds are dropped as they are
+        passed, each once, so the first span kept answers: not a walk of every span a BO
+        mapped and unmapped between many CSs has, at each step of the wait, under the lock."""
+        live = self._live
+        if not live:
+            return False
+        spans, k, found = bo.spans, 0, False
+        while k < len(spans):
+            start, end = spans[k]
+            i = bisect.bisect_left(live, start)
+            if i < len(live) and (end is None or live[i] < end):
+                found = True
+                break
+            if end is None:  # (the open span, the last: no job taken since it began)
+                break
+            k += 1
+        if k:
+            del spans[:k]  # (the spans passed: no unfinished job holds them, nor will one)
+        return found
 
     def holds_at(self, bo: "Bo", gen: int) -> bool:
         """Whether a job of generation `gen` holds `bo` (it was in bos() at its CS)."""
-        return any(start <= gen and (end is None or gen < end) for start, end in bo.spans)
+        k = bisect.bisect_right(bo.spans, gen, key=lambda span: span[0]) - 1
+        return k >= 0 and (bo.spans[k][1] is None or gen < bo.spans[k][1])
 
     def job_started(self) -> int:
         """A job of this VM is submitted: it holds bos() until job_ended; its generation."""
