@@ -317,6 +317,8 @@ class ClientsMixin:
             bo.owner.vm.bo_closed(bo)
         if not bo.busy:
             self.bo_release(bo)
+        elif bo.held_vm is not None:
+            bo.held_vm.wait_release(bo)  # (freed as its last holder ends: job_retired)
 
     def hold_for_jobs_in_rings(self, vm, bos) -> None:
         """`bos` lost their mappings in `vm` (GEM_VA UNMAP, CLEAR, REPLACE, or a closed BO's
@@ -334,7 +336,7 @@ class ClientsMixin:
         jobs = [j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished]
         for job in jobs:
             for bo in bos:
-                if bo not in job.bos and not bo.freed and bo.owner is not None:
+                if not job.holds(bo) and not bo.freed and bo.owner is not None:
                     job.bos.add(bo)
                     bo.busy_jobs += 1
 
@@ -397,6 +399,11 @@ class ClientsMixin:
             bo.busy_jobs -= 1
             if bo.closed and not bo.busy:
                 self.bo_release(bo, raising=False)
+        gen, job.gen = job.gen, -1  # (an ended job holds nothing: Job.holds)
+        if job.vm is not None and gen >= 0:
+            for bo in job.vm.job_ended(gen):  # (its VM's BOs of its generation)
+                if bo.closed and not bo.freed and not bo.busy:
+                    self.bo_release(bo, raising=False)
         if self.vmids.unflushed:
             self.vmids.free_unflushed()
         if job.checked is not None:  # the CP is done with the copies

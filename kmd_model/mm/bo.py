@@ -8,8 +8,9 @@ ring, the IH ring, write-back slots) come from the GTT heap like amdgpu's do and
 no owner; user BOs belong to the File that created them.
 
 A BO that jobs still use when its last handle goes away is freed once the GPU is done
-with it (`Bo.busy_jobs`), as the kernel keeps a BO alive while its reservation holds
-unsignalled fences.
+with it (`Bo.busy`: its VM's unfinished jobs submitted while it was mapped, `Bo.spans`, and
+the holds counted in `Bo.busy_jobs`), as the kernel keeps a BO alive while its reservation
+holds unsignalled fences.
 
 Once the device is wedged (a reset that failed: an engine may still be running the jobs the
 wedge cancelled, through their VMIDs and page tables), nothing freed goes back to a heap:
@@ -29,6 +30,7 @@ from ..uapi import Domain, KmdError
 
 if TYPE_CHECKING:
     from ..core.file import File
+    from .vm import Vm
 
 log = get_logger("bo")
 
@@ -43,17 +45,22 @@ class Bo:
     flags: int
     owner: "File | None"  # None: a kernel BO
     name: str = ""
-    busy_jobs: int = 0  # unfinished jobs that reference it
+    busy_jobs: int = 0  # holds besides its VM's generations (a user fence, an unmap under a job in a ring)
     closed: bool = False  # its handle is gone; freed once idle
     freed: bool = False
     mappings: list = field(default_factory=list)  # its owner's CPU mappings (kmd_model/mm/mapping.py)
     # VMIDs whose TLB may still hold its pages: a GEM_VA that unmapped it lost its flush (the
     # BO is freed once no job runs with them: Kmd.bo_release, VmidManager.free_unflushed)
     stale_vmids: set = field(default_factory=set)
+    # the VM whose jobs hold it by generation (its owner's, or a page table's), and the
+    # generations [start, end) of that VM during which it was mapped (end None: it still is):
+    # a job holds the BOs mapped at its CS by its generation alone (Vm.job_started)
+    held_vm: "Vm | None" = None
+    spans: list = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
-        return self.busy_jobs > 0
+        return self.busy_jobs > 0 or (self.held_vm is not None and self.held_vm.holds(self))
 
     @property
     def end(self) -> int:

@@ -80,7 +80,10 @@ class Job:
     seq: int  # the context's seqno: the CS result and the user fence value
     ibs: list[tuple[int, int]]  # (gpu_addr, size_dw)
     user_fence: int | None  # GPU address of the user fence dword
+    # what it holds besides its VM's BOs of its generation (`gen`: Vm.job_started): its user
+    # fence's BO, BOs unmapped while it was in a ring (Kmd.hold_for_jobs_in_rings)
     bos: set = field(default_factory=set)
+    gen: int = -1
     hw_fence: Fence | None = None
     finished: bool = False
     error: KmdError | None = None
@@ -123,6 +126,10 @@ class Job:
             if e is not None and e.parked and e.queue and e.queue[0] is j and (not j.deps_left or j.deps_failed):
                 j.sched._unpark(e)
         self.dependents = []
+
+    def holds(self, bo) -> bool:
+        """Whether it keeps `bo` allocated until it ends."""
+        return bo in self.bos or (self.vm is not None and self.gen >= 0 and self.vm.holds_at(bo, self.gen))
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""

@@ -158,6 +158,7 @@ TESTS = (
     "tests/security/limits/test_security_contention.py",
     "tests/security/limits/test_security_checker_lock.py",
     "tests/security/limits/test_security_kmd_resources.py",
+    "tests/security/limits/test_security_job_memory.py",
     "tests/security/limits/test_security_kept_records.py",
     "tests/security/memory/test_security_wedged.py",
     "tests/security/client_code/test_security_reentry.py",

@@ -277,8 +277,8 @@ def test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends(h
         if how == "unmapped_then_closed":
             a.io(Request.GEM_VA, uapi.GemVaArgs(data.handle, uapi.VaOp.UNMAP, data.addr, 0, 0x1000, 0))
         a.io(Request.GEM_CLOSE, uapi.GemCloseArgs(data.handle))
-    else:  # (the job, submitted after the close, does not hold it: vm.bos)
-        assert not kdata.freed and kdata not in next(j for j in kmd.sdma_sched.pending if j.seq == job).bos
+    else:  # (the job, submitted after the close, does not hold it: vm.bos, Job.holds)
+        assert not kdata.freed and not next(j for j in kmd.sdma_sched.pending if j.seq == job).holds(kdata)
         ib.u32[0x3000 // 4] = 1
         assert a.wait(holder)
     assert a.f.vm.find(va) is None  # unmapped, the TLB invalidated
