@@ -950,7 +950,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_MASK)
 
-/* PERF_SDMA_DWORDS_FETCHED: SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed */
+/* PERF_SDMA_DWORDS_FETCHED: SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed for its packets, a burst NOP's skipped dwords included, not what its fetchers read ahead; after a packet error, the failing packet's dwords its checks read (docs/hardware.md, The SDMA copy engine, Counters), and after a WRITE_LINEAR's write error or a transfer's error, a count that depends on timing */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED        0x444u
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_RESET  0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */

@@ -746,7 +746,7 @@ class PERF_SDMA_BUSY_CYCLES(Register):
 
 
 class PERF_SDMA_DWORDS_FETCHED(Register):
-    """SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed."""
+    """SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed for its packets, a burst NOP's skipped dwords included, not what its fetchers read ahead; after a packet error, the failing packet's dwords its checks read (docs/hardware.md, The SDMA copy engine, Counters), and after a WRITE_LINEAR's write error or a transfer's error, a count that depends on timing."""
     NAME = "PERF_SDMA_DWORDS_FETCHED"
     ADDR = 0x444
     RESET = 0x00000000
