@@ -335,9 +335,11 @@ def check_byte_counters_count_the_copy_engines_alone(dev):
 def check_dwords_fetched_up_to_a_packet_error(dev):
     """PERF_DWORDS_FETCHED after a packet error (no DMA error: exact, the model's count the
     RTL's) counts the packets before it and what the failing packet's checks read: its header
-    for ILLEGAL_OPCODE and BAD_COUNT (checks 1-3), its header and fixed payload for a field
-    check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5), in the ring and in an IB; the dwords
-    after it, fetched ahead or not, are not counted."""
+    for ILLEGAL_OPCODE and BAD_COUNT (checks 1-3, a WRITE_DATA without a data dword too), its
+    header and fixed payload for a field check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5) and
+    for the checks after them (IB_MISALIGNED, IB_SIZE_ZERO, IB_NESTING, an IB base beyond the
+    bus, DMA_BYTE_COUNT), in the ring and in an IB; the dwords after it, fetched ahead or not,
+    are not counted."""
     g, ring, ih = bring_up(dev)
     w = wait_mem(OUT, 0, 0, "ALWAYS")
     misaligned = write_data(OUT, [1])
@@ -350,6 +352,18 @@ def check_dwords_fetched_up_to_a_packet_error(dev):
              ([ib(IB1, 6)], [0xFFFF1000] + write_data(OUT, [1, 2]), "BAD_COUNT", 4 + 1 + 1),
              ([ib(IB1, 9)], [0xFFFF1000, 0xC003_2A00, 0, 0, 0, 0] + pads[:3], "ILLEGAL_OPCODE", 4 + 1 + 1),
              ([ib(IB1, 12)], [0xFFFF1000] + misaligned + pads[:6], "FENCE_MISALIGNED", 4 + 1 + 4))
+    # the checks after the fields' (6: the IB's size, nesting and base; DMA_BYTE_COUNT) read the
+    # fixed payload too; a WRITE_DATA whose COUNT leaves no data dword fails at its header
+    ib_misaligned = ib(IB1B, 4)
+    ib_misaligned[1] |= 1
+    no_data = write_data(OUT, [1])[:4]
+    no_data[0] -= 1 << 16
+    cases += (([ib_misaligned], None, "IB_MISALIGNED", 4), ([ib(IB1B, 0)], None, "IB_SIZE_ZERO", 4),
+              ([ib(1 << 48, 4)], None, "BUS_DECERR", 4), ([no_data], None, "BAD_COUNT", 1),
+              ([dma_data(OUT, OUT + 64, (1 << g.fields("CAPS")["DMA_MAX_LOG2"]) + 1)], None, "DMA_BYTE_COUNT", 7),
+              ([ib(IB1, 12)], ib(IB2, 4) + pads, "IB_NESTING", 4 + 4 + 4))
+    assert g.fields("CAPS")["IB_LEVELS"] == 2
+    g.w32(IB2, ib(IB1B, 4))  # the IB2 calls one level more
     for packets, body, code, want in cases:
         g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
         if body:
