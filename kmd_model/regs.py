@@ -677,7 +677,7 @@ class SDMA_CNTL(Register):
     NAME = "SDMA_CNTL"
     ADDR = 0x424
     RESET = 0x00000000
-    TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE).")
+    TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE); clear, a TRAP runs and raises none. The engine's other entries (a POLL_REGMEM's POLL_TIMEOUT, SDMA_ERROR) do not depend on it.")
     HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT). CONTROL.SOFT_RESET leaves it (and TRAP_ENABLE) as it is: a halted SDMA is still halted after the reset.")
     QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values. Done once SDMA_STATUS reads IDLE (the engine first lets its bus traffic end, its transfers aborted); doorbells before that are ignored.')
     FIELDS = (TRAP_ENABLE, HALT, QUEUE_RESET,)
