@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, RING, SRING, SRPTR_WB, SdmaRing, bring_up,
-                                                  dma_data, expect_error, expect_sdma_error, ib, lo_hi, pm4,
-                                                  pm4_packets, release_mem, sdma, sdma_packets, wait_mem, write_data)
+from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, RING, RING1, RPTR1_WB, SRING, SRPTR_WB,
+                                                  Ring, SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error,
+                                                  ib, lo_hi, pm4, pm4_packets, release_mem, sdma, sdma_packets,
+                                                  wait_mem, write_data)
 from tests.model.contract.control.test_contract_edges import HIGH_BITS
 
 
@@ -339,7 +340,7 @@ def check_dwords_fetched_up_to_a_packet_error(dev):
     header and fixed payload for a field check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5) and
     for the checks after them (IB_MISALIGNED, IB_SIZE_ZERO, IB_NESTING, an IB base beyond the
     bus, DMA_BYTE_COUNT), in the ring and in an IB; the dwords after it, fetched ahead or not,
-    are not counted."""
+    are not counted; on either CP queue, in its own PERF_Qn_DWORDS_FETCHED."""
     g, ring, ih = bring_up(dev)
     w = wait_mem(OUT, 0, 0, "ALWAYS")
     misaligned = write_data(OUT, [1])
@@ -364,19 +365,22 @@ def check_dwords_fetched_up_to_a_packet_error(dev):
               ([ib(IB1, 12)], ib(IB2, 4) + pads, "IB_NESTING", 4 + 4 + 4))
     assert g.fields("CAPS")["IB_LEVELS"] == 2
     g.w32(IB2, ib(IB1B, 4))  # the IB2 calls one level more
-    for packets, body, code, want in cases:
-        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
-        if body:
-            g.w32(IB1, body)
-        ring.submit(*packets, pads)
-        assert g.idle()["ERROR"] == 1 and g.fields("CP_ERROR")["CODE"] == g.err[code], code
-        assert (g.read("PERF_DWORDS_FETCHED"), g.read("PERF_Q0_DWORDS_FETCHED")) == (want, want), \
-            (code, body is not None, g.read("PERF_DWORDS_FETCHED"), want)
-        g.set("CP_QUEUE_RESET", Q0=1)
-        g.idle()
-        ring.wptr = 0
-        ih.pop()
-        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)  # queue 1 alike, in its own part of the counter
+    for q, mine, other in ((ring, "PERF_Q0_DWORDS_FETCHED", "PERF_Q1_DWORDS_FETCHED"),
+                           (q1, "PERF_Q1_DWORDS_FETCHED", "PERF_Q0_DWORDS_FETCHED")):
+        for packets, body, code, want in cases:
+            g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+            if body:
+                g.w32(IB1, body)
+            q.submit(*packets, pads)
+            assert g.idle(q.status)["ERROR"] == 1 and g.fields(q.error)["CODE"] == g.err[code], (q.p, code)
+            assert [g.read(r) for r in ("PERF_DWORDS_FETCHED", mine, other)] == [want, want, 0], \
+                (q.p, code, body is not None, g.read("PERF_DWORDS_FETCHED"), want)
+            g.set("CP_QUEUE_RESET", **{"Q0" if q is ring else "Q1": 1})
+            g.idle(q.status)
+            q.wptr = 0
+            ih.pop()
+            g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
 
 
 def check_sdma_dwords_fetched_up_to_a_packet_error(dev):
