@@ -31,19 +31,19 @@ enum gpucosim_ib_level {
 
 enum gpucosim_cp_error {
     GPUCOSIM_CP_ERROR_NONE = 0,                  /* No error. */
-    GPUCOSIM_CP_ERROR_ILLEGAL_OPCODE = 1,        /* Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler). */
+    GPUCOSIM_CP_ERROR_ILLEGAL_OPCODE = 1,        /* Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler); the SDMA: an (OP, SUB_OP) pair not in its table. */
     GPUCOSIM_CP_ERROR_BAD_COUNT = 2,             /* Packet COUNT wrong for its opcode (not the exact size of a fixed-size packet, no data dword in a WRITE_DATA), or the packet running past the end of the ring/IB. */
-    GPUCOSIM_CP_ERROR_IB_NESTING = 3,            /* INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS. */
+    GPUCOSIM_CP_ERROR_IB_NESTING = 3,            /* INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS (CP); any INDIRECT_BUFFER inside an IB (SDMA: its IBs do not nest). */
     GPUCOSIM_CP_ERROR_IB_SIZE_ZERO = 4,          /* INDIRECT_BUFFER with IB_SIZE = 0. */
     GPUCOSIM_CP_ERROR_IB_MISALIGNED = 5,         /* INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA). */
     GPUCOSIM_CP_ERROR_BUS_SLVERR = 6,            /* A memory access answered SLVERR. */
     GPUCOSIM_CP_ERROR_BUS_DECERR = 7,            /* A memory access answered DECERR. */
     GPUCOSIM_CP_ERROR_DOORBELL_BACKWARDS = 8,    /* A doorbell moved the write pointer backwards. */
     GPUCOSIM_CP_ERROR_DOORBELL_OVERFLOW = 9,     /* A doorbell put the write pointer more than the ring size ahead of the read pointer. */
-    GPUCOSIM_CP_ERROR_FENCE_MISALIGNED = 10,     /* RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size. */
+    GPUCOSIM_CP_ERROR_FENCE_MISALIGNED = 10,     /* RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size; the SDMA: a WRITE_LINEAR, FENCE or POLL_REGMEM address not dword aligned. */
     GPUCOSIM_CP_ERROR_DMA_BYTE_COUNT = 11,       /* DMA_DATA BYTE_COUNT over the engine's limit (2^CAPS.DMA_MAX_LOG2). */
     GPUCOSIM_CP_ERROR_UNSUPPORTED = 12,          /* A field value this CP does not implement (e.g. WRITE_DATA DST_SEL other than memory). */
-    GPUCOSIM_CP_ERROR_VM_FAULT = 13,             /* A translation or permission fault of the MMU (VM_FAULT_STATUS says which). */
+    GPUCOSIM_CP_ERROR_VM_FAULT = 13,             /* A translation or permission fault of the MMU (VM_FAULT_STATUS says which for a CP queue; an SDMA fault latches nothing there). */
 };
 
 /* ID: Identification. Reads the ASCII magic 'GPUC' so a driver can tell it found the device */
@@ -950,7 +950,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BUSY_CYCLES_COUNT_MASK)
 
-/* PERF_SDMA_DWORDS_FETCHED: SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed */
+/* PERF_SDMA_DWORDS_FETCHED: SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed for its packets, a burst NOP's skipped dwords included, not what its fetchers read ahead; after a packet error, the failing packet's dwords its checks read (docs/hardware.md, The SDMA copy engine, Counters), and after a WRITE_LINEAR's write error or a transfer's error, a count that depends on timing */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED        0x444u
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_RESET  0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_DWORDS_FETCHED_COUNT_SHIFT 0  /* [31:0] R */

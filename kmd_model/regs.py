@@ -18,19 +18,19 @@ class IbLevel(IntEnum):
 
 class CpError(IntEnum):
     NONE = 0  # No error.
-    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler).
+    ILLEGAL_OPCODE = 1  # Type-3 packet with an opcode the CP does not implement, or a type-0/1 header (every type-2 dword is a one-dword filler); the SDMA: an (OP, SUB_OP) pair not in its table.
     BAD_COUNT = 2  # Packet COUNT wrong for its opcode (not the exact size of a fixed-size packet, no data dword in a WRITE_DATA), or the packet running past the end of the ring/IB.
-    IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS.
+    IB_NESTING = 3  # INDIRECT_BUFFER nested deeper than CAPS.IB_LEVELS (CP); any INDIRECT_BUFFER inside an IB (SDMA: its IBs do not nest).
     IB_SIZE_ZERO = 4  # INDIRECT_BUFFER with IB_SIZE = 0.
     IB_MISALIGNED = 5  # INDIRECT_BUFFER base misaligned: not dword aligned (CP), not 32-byte aligned (SDMA).
     BUS_SLVERR = 6  # A memory access answered SLVERR.
     BUS_DECERR = 7  # A memory access answered DECERR.
     DOORBELL_BACKWARDS = 8  # A doorbell moved the write pointer backwards.
     DOORBELL_OVERFLOW = 9  # A doorbell put the write pointer more than the ring size ahead of the read pointer.
-    FENCE_MISALIGNED = 10  # RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size.
+    FENCE_MISALIGNED = 10  # RELEASE_MEM/WRITE_DATA/WAIT_REG_MEM address not aligned to its data size; the SDMA: a WRITE_LINEAR, FENCE or POLL_REGMEM address not dword aligned.
     DMA_BYTE_COUNT = 11  # DMA_DATA BYTE_COUNT over the engine's limit (2^CAPS.DMA_MAX_LOG2).
     UNSUPPORTED = 12  # A field value this CP does not implement (e.g. WRITE_DATA DST_SEL other than memory).
-    VM_FAULT = 13  # A translation or permission fault of the MMU (VM_FAULT_STATUS says which).
+    VM_FAULT = 13  # A translation or permission fault of the MMU (VM_FAULT_STATUS says which for a CP queue; an SDMA fault latches nothing there).
 
 
 class ID(Register):
@@ -677,7 +677,7 @@ class SDMA_CNTL(Register):
     NAME = "SDMA_CNTL"
     ADDR = 0x424
     RESET = 0x00000000
-    TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE).")
+    TRAP_ENABLE = Field('TRAP_ENABLE', 0, 1, 'rw', 'r', reset=0x0, desc="TRAP packets raise their IH entry (AMD's SDMA0_CNTL.TRAP_ENABLE); clear, a TRAP runs and raises none. The engine's other entries (a POLL_REGMEM's POLL_TIMEOUT, SDMA_ERROR) do not depend on it.")
     HALT = Field('HALT', 1, 1, 'rw', 'r', reset=0x0, desc="Stop at the next packet boundary (AMD's SDMA0_F32_CNTL.HALT). CONTROL.SOFT_RESET leaves it (and TRAP_ENABLE) as it is: a halted SDMA is still halted after the reset.")
     QUEUE_RESET = Field('QUEUE_RESET', 2, 1, 'w', 'r', reset=0x0, singlepulse=True, desc='Write 1: reset this queue alone (its pointers, IB state, poll and error) to a clean idle state; the CP and the IH ring are untouched. The ring registers keep their values. Done once SDMA_STATUS reads IDLE (the engine first lets its bus traffic end, its transfers aborted); doorbells before that are ignored.')
     FIELDS = (TRAP_ENABLE, HALT, QUEUE_RESET,)
@@ -746,7 +746,7 @@ class PERF_SDMA_BUSY_CYCLES(Register):
 
 
 class PERF_SDMA_DWORDS_FETCHED(Register):
-    """SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed."""
+    """SDMA dwords fetched. Ring and IB dwords the SDMA engine consumed for its packets, a burst NOP's skipped dwords included, not what its fetchers read ahead; after a packet error, the failing packet's dwords its checks read (docs/hardware.md, The SDMA copy engine, Counters), and after a WRITE_LINEAR's write error or a transfer's error, a count that depends on timing."""
     NAME = "PERF_SDMA_DWORDS_FETCHED"
     ADDR = 0x444
     RESET = 0x00000000

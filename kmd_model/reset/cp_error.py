@@ -85,14 +85,16 @@ class CpErrorState:
         if code == CpError.BAD_COUNT:
             return f"bad COUNT in {name}"
         if code == CpError.IB_NESTING:
+            if self.sdma:  # (CAPS.IB_LEVELS is the CP's)
+                return "INDIRECT_BUFFER inside an SDMA IB (SDMA IBs do not nest)"
             deep = f" {ib_levels}" if ib_levels is not None else ""
             return f"INDIRECT_BUFFER nested deeper than the{deep} IB levels"
         if code == CpError.IB_SIZE_ZERO:
             return "INDIRECT_BUFFER with IB_SIZE 0"
-        if code == CpError.IB_MISALIGNED:
-            return "INDIRECT_BUFFER base not dword aligned"
+        if code == CpError.IB_MISALIGNED:  # (the SDMA's base: bits 4:0, the CP's: 1:0)
+            return f"INDIRECT_BUFFER base not {'32-byte' if self.sdma else 'dword'} aligned"
         if code in (CpError.BUS_SLVERR, CpError.BUS_DECERR):
-            # OPCODE is 0 for bus errors (not a packet error), so the packet may be unknown
+            # OPCODE is 0 for a bus error at a header not yet read (no packet), the packet's otherwise
             pkt = f" in {self.opcode_name}" if self.opcode_name else ""
             # The CP latches the bus's 48 bits, and an address at or above 2^48 is DECERR at
             # its low 48 bits (docs/hardware.md), which may be a mapped address: say so

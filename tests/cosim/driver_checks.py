@@ -349,7 +349,7 @@ ICARUS_SECONDS = {
     "contract_engines__check_a_packet_whose_payload_cannot_be_fetched_is_not_counted": 2.97,
     "contract_engines__check_errors_inside_a_chained_ib": 1.49,
     "contract_engines__check_byte_counters_count_the_copy_engines_alone": 0.82,
-    "contract_engines__check_dwords_fetched_up_to_a_packet_error": 1.04,
+    "contract_engines__check_dwords_fetched_up_to_a_packet_error": 1.79,  # (driver-writer-13: more cases, queue 1)
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,
     "contract_engines__check_queue_1_dma_status_and_queue_resets_during_it": 1.59,
@@ -410,6 +410,14 @@ ICARUS_SECONDS = {
     "contract_engines__check_cp_listed_values_act_as_documented": 1.01,
     "contract_engines__check_sdma_poll_regmem_compares_unsigned": 0.37,
     "contract_vm__check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses": 0.42,
+    # (driver-writer-13: one Icarus session each, 64-bit bus, 7 December 2026, beside Verilator runs)
+    "contract_engines__check_sdma_dwords_fetched_up_to_a_packet_error": 1.05,
+    "contract_control__check_errors_after_the_ring_wrapped_name_the_header_where_it_lies": 0.89,
+    "contract_driver__check_busy_counters_count_a_held_queue_with_work_not_a_stopped_one": 2.71,
+    "contract_control__check_a_dropped_entry_writes_no_wptr_write_back": 0.27,
+    "contract_driver__check_poll_counters_count_a_faulting_read_and_none_beyond_the_bus": 0.29,
+    "contract_engines__check_sdma_trap_enable_gates_the_trap_s_entry_alone": 0.39,
+    "contract_vm__check_vm_faults_past_a_huge_page_s_end": 0.52,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator

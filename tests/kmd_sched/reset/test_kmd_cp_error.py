@@ -50,6 +50,8 @@ def test_what(code, opcode, what):
     (CpError.BUS_SLVERR, 0xB, 0, "bus error SLVERR at address 0x5000 in CONSTANT_FILL"),
     (CpError.BUS_SLVERR, 0, 0, "bus error SLVERR at address 0x5000"),  # (OP 0: a header not read, no NOP)
     (CpError.BAD_COUNT, 0x37, 0, "bad COUNT in opcode 0x37"),  # (WRITE_DATA's opcode: no SDMA packet)
+    # an SDMA IB base is 32-byte aligned (bits 4:0), not the CP's dword (bits 1:0)
+    (CpError.IB_MISALIGNED, 4, 0, "INDIRECT_BUFFER base not 32-byte aligned"),
 ])
 def test_what_of_the_sdma(code, op, sub_op, what):
     """SDMA_ERROR's OP was looked up in the CP's packet table and its SUB_OP dropped: "bad
@@ -62,6 +64,9 @@ def test_nesting_names_the_device_limit():
     s = CpErrorState(CpError.IB_NESTING, 2, IB, 0x5000, 0)
     assert s.what(2) == "INDIRECT_BUFFER nested deeper than the 2 IB levels"
     assert s.what() == "INDIRECT_BUFFER nested deeper than the IB levels"
+    # the SDMA's IBs do not nest at all (docs/hardware.md): CAPS.IB_LEVELS is the CP's
+    sdma_state = CpErrorState(CpError.IB_NESTING, 1, 4, 0x5000, 0, None, sdma=True)
+    assert sdma_state.what(2) == "INDIRECT_BUFFER inside an SDMA IB (SDMA IBs do not nest)"
 
 
 @pytest.mark.parametrize("code, level, where", [

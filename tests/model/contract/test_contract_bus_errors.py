@@ -272,9 +272,39 @@ def check_ih_entry_write_refused_in_its_middle(dev):
         dev.mem_model.configure(error_window=None)
 
 
+
+def check_poll_counters_count_a_faulting_read_and_none_beyond_the_bus(dev):
+    """PERF_Q0_POLLS / PERF_Q1_POLLS count each WAIT_REG_MEM read as the bus takes it, "held
+    or not, faulting or not; one beyond the bus's 48 bits, answered by the CP itself, is none"
+    (docs/hardware.md, CP hardware queues): a poll of an address with bit 48 set stops its
+    queue with BUS_DECERR at the address's low 48 bits and counts no read, a poll beyond
+    memory's end (DECERR from the memory) and a poll of a page VMID 1 does not map (VM_FAULT
+    from the MMU) count one; on either queue, the other's counter still."""
+    from tests.model.contract.contract_driver import (PA_CODE, RING1, RPTR1_WB, VA_CODE, VA_HOLE, Ring,
+                                                      expect_fault, map_vmid1)
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    op = pm4_packets()["WAIT_REG_MEM"].opcode
+    end = 64 << 20  # the testbench memory's end: DECERR from there on
+    for q, mine, other in ((q0, "PERF_Q0_POLLS", "PERF_Q1_POLLS"), (q1, "PERF_Q1_POLLS", "PERF_Q0_POLLS")):
+        for addr, code, at, reads in (((1 << 48) | 0x40, "BUS_DECERR", 0x40, 0), (end, "BUS_DECERR", end, 1)):
+            g.set("CONTROL", PERF_CLEAR=1)
+            off = q.wptr % q.size
+            q.submit(wait_mem(addr, 1, 1, "EQ"))
+            expect_error(q, ih, code, "RING", op, at, off)
+            assert (g.read(mine), g.read(other)) == (reads, 0), (q.p, hex(addr), g.read(mine), g.read(other))
+    # a poll the MMU refuses (VM_FAULT: VMID 1's hole), queue 0's IB
+    g.set("CONTROL", PERF_CLEAR=1)
+    g.w32(PA_CODE, wait_mem(VA_HOLE, 1, 1, "EQ"))
+    q0.submit(ib(VA_CODE, 7, VMID=1))
+    expect_fault(q0, ih, VA_HOLE, 0, 1, 0, op, 0, 0x40)
+    assert (g.read("PERF_Q0_POLLS"), g.read("PERF_Q1_POLLS")) == (1, 0)
+
+
 CHECKS = [check_cp_own_writes_fail_as_the_packet, check_slverr_and_decerr_inside_memory_for_every_access,
           check_fetch_errors_only_where_the_parser_needs_a_dword, check_write_data_error_inside_a_block,
-          check_ih_entry_write_refused_in_its_middle]
+          check_ih_entry_write_refused_in_its_middle, check_poll_counters_count_a_faulting_read_and_none_beyond_the_bus]
 
 
 test_contract_on_the_model = on_the_model(CHECKS, data_widths=(64, 32, 256))

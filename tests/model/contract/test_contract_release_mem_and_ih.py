@@ -316,11 +316,88 @@ def check_release_mem_timestamp_is_taken_after_earlier_transfers(dev):
         assert first - t0 >= busy, f"the stamp {first - t0} cycles after the doorbell, the fill busy {busy}"
 
 
+
+def check_busy_counters_count_a_held_queue_with_work_not_a_stopped_one(dev):
+    """PERF_BUSY_CYCLES counts the cycles the CP is not idle (either queue), PERF_SDMA_BUSY_CYCLES
+    the SDMA queue's (registers.md): a queue with work left that is held (CONTROL.HALT,
+    SDMA_CNTL.HALT) or paused (its ring's ENABLE cleared, the work rung in while the engine
+    was halted: a doorbell while ENABLE is clear is ignored) reads IDLE 0 (docs/hardware.md,
+    Ring and doorbell, Errors), so N cycles held add at least N and no more than the time
+    that passed, on the model as on the RTL; a queue stopped by an error has drained and
+    reads IDLE 1, and a halted queue with nothing to do is idle: neither counts."""
+    from tests.model.contract.contract_driver import RING1, RPTR1_WB
+    g, ring, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8)
+    N = 2000
+    nop, snop = pm4("NOP", [0]), sdma("NOP")
+
+    def held(counter, status, cnt=None):
+        """Let N cycles pass; the counter's growth, the time that passed, the queue's IDLE."""
+        before, t0 = g.read(counter), g.timestamp()
+        g.dev.delay(N)
+        grown, t1 = (g.read(counter) - before) & M32, g.timestamp()
+        return grown, t1 - t0, g.field(status, "IDLE")
+
+    def counts(what, counter, status):
+        grown, passed, idle = held(counter, status)
+        assert idle == 0 and N <= grown <= passed, f"{what}: {counter} grew {grown} in {passed} cycles, IDLE {idle}"
+
+    def still(what, counter, status):
+        grown, passed, idle = held(counter, status)
+        assert idle == 1 and grown == 0, f"{what}: {counter} grew {grown} in {passed} cycles, IDLE {idle}"
+
+    # CONTROL.HALT: idle with nothing to do, busy with work on either queue
+    g.set("CONTROL", HALT=1)
+    g.until(lambda: g.field("STATUS", "HALTED"), "STATUS.HALTED")
+    still("CP halted, no work", "PERF_BUSY_CYCLES", "STATUS")
+    ring.submit(nop)
+    counts("queue 0 halted with work", "PERF_BUSY_CYCLES", "STATUS")
+    q1.submit(nop)
+    counts("both queues halted with work", "PERF_BUSY_CYCLES", "CP_HQD1_STATUS")
+    # each ring's ENABLE cleared with its work left (doorbells while it is clear are ignored:
+    # the work came while the CP was halted): the ring pauses, the CP released
+    g.set("RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.set("CONTROL", HALT=0)
+    g.idle(q1.status)
+    counts("queue 0 paused with work", "PERF_BUSY_CYCLES", "STATUS")
+    g.set("CONTROL", HALT=1)
+    g.set("RB_CNTL", ENABLE=1, RPTR_WB=1)
+    q1.submit(nop)
+    g.set("CP_HQD1_RB_CNTL", ENABLE=0, RPTR_WB=1)
+    g.set("CONTROL", HALT=0)
+    g.idle()
+    counts("queue 1 paused with work", "PERF_BUSY_CYCLES", "CP_HQD1_STATUS")
+    g.set("CP_HQD1_RB_CNTL", ENABLE=1, RPTR_WB=1)
+    g.idle(q1.status)
+    # stopped by an error: drained, IDLE 1, not busy
+    at = ring.wptr
+    ring.submit([0xC000_2A00, 0])
+    g.idle()
+    still("queue 0 stopped by an error", "PERF_BUSY_CYCLES", "STATUS")
+    expect_error(ring, ih, "ILLEGAL_OPCODE", "RING", 0x2A, RING + 4 * at, at)
+    # the SDMA likewise
+    g.set("SDMA_CNTL", HALT=1)
+    g.until(lambda: g.field("SDMA_STATUS", "HALTED"), "SDMA_STATUS.HALTED")
+    still("SDMA halted, no work", "PERF_SDMA_BUSY_CYCLES", "SDMA_STATUS")
+    s.submit(snop)
+    counts("SDMA halted with work", "PERF_SDMA_BUSY_CYCLES", "SDMA_STATUS")
+    g.set("SDMA_RB_CNTL", RB_SIZE=8, RB_ENABLE=0)
+    g.set("SDMA_CNTL", HALT=0)
+    counts("SDMA paused with work", "PERF_SDMA_BUSY_CYCLES", "SDMA_STATUS")
+    g.set("SDMA_RB_CNTL", RB_SIZE=8, RB_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.submit([0x0000_0003])
+    g.idle("SDMA_STATUS")
+    still("SDMA stopped by an error", "PERF_SDMA_BUSY_CYCLES", "SDMA_STATUS")
+
+
 CHECKS = [check_release_mem_and_eop_entry, check_ih_ring_wrap_and_overflow, check_int_force_and_release_mem_alignment,
           check_ih_overflow_of_an_error_entry, check_timestamp_and_busy_counters,
           check_release_mem_without_data_and_a_fill_value,
           check_the_packet_of_an_interrupt_finishes_after_its_entry,
-          check_release_mem_timestamp_is_taken_after_earlier_transfers]
+          check_release_mem_timestamp_is_taken_after_earlier_transfers,
+          check_busy_counters_count_a_held_queue_with_work_not_a_stopped_one]
 
 
 test_contract_on_the_model = on_the_model(CHECKS, data_widths=(64, 32, 256))

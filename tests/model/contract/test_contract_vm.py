@@ -438,12 +438,50 @@ def check_vm_walks_and_leaves_in_memory_answering_slverr(dev):
         dev.mem_model.configure(error_window=None)
 
 
+
+def check_vm_faults_past_a_huge_page_s_end(dev):
+    """A huge page (a root entry with PDE_PTE: 2 MiB, VA_HUGE) ends where its range does: an
+    access running on past it meets the next root entry, here not VALID, and faults there at
+    LEVEL 0, CAUSE INVALID, at the next range's first byte (docs/hardware.md, Virtual memory:
+    a WRITE_DATA's blocks before the failing one written; a DMA transfer's first failing byte
+    is its page's first byte it moves), for each access kind that can cross: a WRITE_DATA, a
+    DMA_DATA's destination and source, and the SDMA's WRITE_LINEAR, CONSTANT_FILL and
+    COPY_LINEAR (SDMA_ERROR VM_FAULT at that address, VM_FAULT_STATUS the CP's: 0)."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P, S = pm4_packets(), sdma_packets()
+    edge = VA_HUGE + (2 << 20)  # the huge page's end: the next root entry is not VALID
+    W, DR, DW = 1, 3, 4
+
+    def run_ib(body):
+        g.w32(PA_CODE, body)
+        ring.submit(ib(VA_CODE, len(body), VMID=1))
+
+    g.dev.mem[PA_HUGE + (2 << 20) - 64:PA_HUGE + (2 << 20)] = [0] * 64
+    run_ib(write_data(edge - 8, [0xE1, 0xE2, 0xE3, 0xE4]))
+    expect_fault(ring, ih, edge, W, 0, 0, P["WRITE_DATA"].opcode, 0, 0x20)
+    assert g.r32(PA_HUGE + (2 << 20) - 8, 2) == [0xE1, 0xE2], "the block before the huge page's end is written"
+    run_ib(dma_data(edge - 0x30, VA_OUT, 0x60, CP_SYNC=1))
+    expect_fault(ring, ih, edge, DW, 0, 0, P["DMA_DATA"].opcode, 0, 0x20)
+    run_ib(dma_data(VA_OUT, edge - 0x30, 0x60, CP_SYNC=1))
+    expect_fault(ring, ih, edge, DR, 0, 0, P["DMA_DATA"].opcode, 0, 0x40)
+    s = SdmaRing(g, SRING, 8)
+    for body, name in ((sdma("WRITE_LINEAR", [1, 2, 3, 4], COUNT=3, **lo_hi("DST_ADDR", edge - 8, 2)), "WRITE_LINEAR"),
+                       (sdma("CONSTANT_FILL", SRC_DATA=5, COUNT=0x5F, **lo_hi("DST_ADDR", edge - 0x30)), "CONSTANT_FILL"),
+                       (sdma("COPY_LINEAR", COUNT=0x5F, **lo_hi("SRC_ADDR", edge - 0x30), **lo_hi("DST_ADDR", VA_OUT)),
+                        "COPY_LINEAR")):
+        g.w32(PA_CODE, body + [0] * (16 - len(body)))
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=16, VMID=1))
+        expect_sdma_error(s, ih, "VM_FAULT", "IB1", S[name].opcode, edge, 0)
+        assert g.read("VM_FAULT_STATUS") == 0, name
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
           check_queue_resets_during_a_walk_leave_no_error,
           check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address,
           check_cp_and_sdma_vm_faults_at_once, check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
-          check_vm_walks_and_leaves_in_memory_answering_slverr]
+          check_vm_walks_and_leaves_in_memory_answering_slverr, check_vm_faults_past_a_huge_page_s_end]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.model.contract.contract_driver import (IH_BASE, IH_WB, M32, OUT, RING, RPTR_WB, SRING, Gpu, IhRing, Ring, SdmaRing,
-                                         bring_up, release_mem, sdma)
+                                         bring_up, lo_hi, release_mem, sdma)
 from tests.model.contract.control.test_contract_rings import WB_ELSEWHERE
 
 
@@ -242,9 +242,46 @@ def check_ih_ring_moved_and_resized_keeps_its_pointers(dev):
     assert g.read("IH_WPTR") == 192 and g.r32(new_base + 16) == 8 and g.fields("INT_STATUS")["IH_OVERFLOW"] == 0
 
 
+
+def check_a_dropped_entry_writes_no_wptr_write_back(dev):
+    """An entry the IH ring drops, full (IH_WPTR − IH_RPTR ≥ bytes) or disabled (IH_CNTL.ENABLE
+    clear, WPTR_WB set), is not written and neither is IH_WPTR written back (docs/hardware.md,
+    Interrupts: the write-back follows an entry's write and IH_WPTR's move, which a dropped
+    entry makes neither of): the write-back dword keeps what the driver put there, while the
+    packet that raised the entry finishes as ever (the RELEASE_MEM's data written and the ring
+    passed, the SDMA's TRAP passed and its FENCE after it written) and only IH_OVERFLOW (for a
+    full ring) tells; the first entry the ring takes again writes IH_WPTR back."""
+    g, ring, ih = bring_up(dev, ih_log2=4)  # 64 bytes: two entries
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    eop = lambda k: release_mem(OUT + 4 * k, k, INT_SEL="SEND_INT", INT_CTXID=k)  # noqa: E731
+    ring.run(eop(1), eop(2))
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (64, 64)
+    g.w32(IH_WB, [0xDEAD])
+    ring.run(eop(3))  # full: dropped
+    s.run(sdma("TRAP", INT_CONTEXT=4), sdma("FENCE", DATA=0x44, **lo_hi("ADDR", OUT + 0x10, 2)))  # dropped too
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), st["IH_OVERFLOW"], st["EOP"]) == (64, 0xDEAD, 1, 1), \
+        (g.read("IH_WPTR"), hex(g.r32(IH_WB)), st)
+    assert (g.r32(OUT + 12), g.r32(OUT + 0x10), g.read("RB_RPTR"), g.read("SDMA_RB_RPTR")) == \
+        (3, 0x44, ring.wptr, s.wptr), "the packets of the dropped entries ran to their end"
+    assert [e["DATA0"] for e in ih.pop()] == [1, 2]
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1, EOP=1))
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)  # disabled: dropped without a trace
+    ring.run(eop(5))
+    s.run(sdma("TRAP", INT_CONTEXT=6))
+    st = g.fields("INT_STATUS")
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), st["IH_OVERFLOW"], st["EOP"]) == (64, 0xDEAD, 0, 1), \
+        (g.read("IH_WPTR"), hex(g.r32(IH_WB)), st)
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    ring.run(eop(7))
+    assert (g.read("IH_WPTR"), g.r32(IH_WB)) == (96, 96)
+    assert [e["DATA0"] for e in ih.pop()] == [7]
+
+
 CHECKS = [check_ih_entry_in_hand_when_enable_is_cleared_finishes,
           check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
-          check_ih_ring_moved_and_resized_keeps_its_pointers]
+          check_ih_ring_moved_and_resized_keeps_its_pointers, check_a_dropped_entry_writes_no_wptr_write_back]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -443,10 +443,59 @@ def check_ring_and_ih_sizes_at_their_largest(dev):
     assert g.r32(OUT + 8) == 0x99
 
 
+
+def check_errors_after_the_ring_wrapped_name_the_header_where_it_lies(dev):
+    """A packet error in a ring whose pointers have passed its size (docs/hardware.md, Errors:
+    ADDR the header's byte address, OFFSET its dword offset from the ring's start, masked):
+    after a 16-dword ring has wrapped twice, an UNSUPPORTED WRITE_DATA whose header is the
+    ring's dword 13 and whose payload runs on over the ring's end names RB_BASE + 52 and
+    offset 13 (not the free-running 45 that RB_RPTR keeps), a BAD_COUNT at dword 14 and an
+    ILLEGAL_OPCODE at dword 15 likewise; the IH entry carries the same; on queue 0, queue 1
+    and the SDMA (its pointers in bytes, SDMA_ERROR_OFFSET the rptr in dwords, masked)."""
+    from tests.model.contract.contract_driver import (expect_error, expect_sdma_error, pm4, pm4_packets,
+                                                      sdma_packets)
+    g, ring0, ih = bring_up(dev, ring_log2=4)
+    ring1 = Ring(g, RING1, 4, RPTR1_WB, queue=1)
+    P, S = pm4_packets(), sdma_packets()
+    unsupported = write_data(OUT, [1], DST_SEL="REGISTER")
+    too_long = write_data(OUT, [1])
+    too_long[0] += 4 << 16  # COUNT 4 more than the dwords written
+    cases = ((unsupported, "UNSUPPORTED", P["WRITE_DATA"].opcode, 13),
+             (too_long, "BAD_COUNT", P["WRITE_DATA"].opcode, 14),
+             ([0xC000_2A00, 0], "ILLEGAL_OPCODE", 0x2A, 15))
+    for ring in (ring0, ring1):
+        for words, code, opcode, at in cases:
+            done = 0
+            for n in (16, 16, at):  # NOPs up to the ring's dword `at`, twice round
+                ring.run(pm4("NOP", [0] * (n - 1)))
+                done += n
+            assert g.read(ring.p + "RPTR") == done == 32 + at
+            ring.submit(words)
+            g.idle(ring.status)
+            assert (g.read(ring.p + "RPTR"), g.read(ring.p + "WPTR")) == (done, done + len(words)), code
+            expect_error(ring, ih, code, "RING", opcode, RING + 4 * at if ring is ring0 else RING1 + 4 * at, at)
+    s = SdmaRing(g, SRING, 4, SRPTR_WB)
+    fence = sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2))
+    misaligned = [fence[0], fence[1] | 2] + fence[2:]
+    wl = sdma("WRITE_LINEAR", [1], COUNT=0, **lo_hi("DST_ADDR", OUT, 2))
+    wl_long = wl[:3] + [wl[3] | 4]  # COUNT 4: data dwords past the doorbell
+    for words, code, op, at in ((misaligned, "FENCE_MISALIGNED", S["FENCE"].opcode, 13),
+                                (wl_long, "BAD_COUNT", S["WRITE_LINEAR"].opcode, 14),
+                                ([0x0000_0003], "ILLEGAL_OPCODE", 3, 15)):
+        for n in (16, 16, at):
+            s.run(sdma("NOP", [0] * (n - 1), COUNT=n - 1))
+        assert g.read("SDMA_RB_RPTR") == 4 * (32 + at)
+        s.submit(words)
+        g.idle("SDMA_STATUS")
+        assert g.read("SDMA_RB_RPTR") == 4 * (32 + at), code
+        expect_sdma_error(s, ih, code, "RING", op, SRING + 4 * at, at)
+
+
 CHECKS = [check_ring_enable_pauses_at_a_packet_boundary, check_ring_base_and_size_are_locked_while_enabled,
           check_ring_enable_cleared_mid_packet_pauses_at_a_packet_boundary,
           check_rptr_write_back_address_is_locked_while_enabled,
-          check_ih_wptr_write_back_address_is_locked_while_enabled, check_ring_and_ih_sizes_at_their_largest]
+          check_ih_wptr_write_back_address_is_locked_while_enabled, check_ring_and_ih_sizes_at_their_largest,
+          check_errors_after_the_ring_wrapped_name_the_header_where_it_lies]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

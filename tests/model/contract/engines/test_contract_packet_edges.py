@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, RING, SRING, SRPTR_WB, SdmaRing, bring_up,
-                                                  dma_data, expect_error, expect_sdma_error, ib, lo_hi, pm4,
-                                                  pm4_packets, release_mem, sdma, sdma_packets, wait_mem, write_data)
+from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, RING, RING1, RPTR1_WB, SRING, SRPTR_WB,
+                                                  Ring, SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error,
+                                                  ib, lo_hi, pm4, pm4_packets, release_mem, sdma, sdma_packets,
+                                                  wait_mem, write_data)
 from tests.model.contract.control.test_contract_edges import HIGH_BITS
 
 
@@ -335,9 +336,11 @@ def check_byte_counters_count_the_copy_engines_alone(dev):
 def check_dwords_fetched_up_to_a_packet_error(dev):
     """PERF_DWORDS_FETCHED after a packet error (no DMA error: exact, the model's count the
     RTL's) counts the packets before it and what the failing packet's checks read: its header
-    for ILLEGAL_OPCODE and BAD_COUNT (checks 1-3), its header and fixed payload for a field
-    check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5), in the ring and in an IB; the dwords
-    after it, fetched ahead or not, are not counted."""
+    for ILLEGAL_OPCODE and BAD_COUNT (checks 1-3, a WRITE_DATA without a data dword too), its
+    header and fixed payload for a field check (UNSUPPORTED, FENCE_MISALIGNED: checks 4-5) and
+    for the checks after them (IB_MISALIGNED, IB_SIZE_ZERO, IB_NESTING, an IB base beyond the
+    bus, DMA_BYTE_COUNT), in the ring and in an IB; the dwords after it, fetched ahead or not,
+    are not counted; on either CP queue, in its own PERF_Qn_DWORDS_FETCHED."""
     g, ring, ih = bring_up(dev)
     w = wait_mem(OUT, 0, 0, "ALWAYS")
     misaligned = write_data(OUT, [1])
@@ -350,24 +353,92 @@ def check_dwords_fetched_up_to_a_packet_error(dev):
              ([ib(IB1, 6)], [0xFFFF1000] + write_data(OUT, [1, 2]), "BAD_COUNT", 4 + 1 + 1),
              ([ib(IB1, 9)], [0xFFFF1000, 0xC003_2A00, 0, 0, 0, 0] + pads[:3], "ILLEGAL_OPCODE", 4 + 1 + 1),
              ([ib(IB1, 12)], [0xFFFF1000] + misaligned + pads[:6], "FENCE_MISALIGNED", 4 + 1 + 4))
-    for packets, body, code, want in cases:
-        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
-        if body:
-            g.w32(IB1, body)
-        ring.submit(*packets, pads)
-        assert g.idle()["ERROR"] == 1 and g.fields("CP_ERROR")["CODE"] == g.err[code], code
-        assert (g.read("PERF_DWORDS_FETCHED"), g.read("PERF_Q0_DWORDS_FETCHED")) == (want, want), \
-            (code, body is not None, g.read("PERF_DWORDS_FETCHED"), want)
-        g.set("CP_QUEUE_RESET", Q0=1)
-        g.idle()
-        ring.wptr = 0
-        ih.pop()
-        g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+    # the checks after the fields' (6: the IB's size, nesting and base; DMA_BYTE_COUNT) read the
+    # fixed payload too; a WRITE_DATA whose COUNT leaves no data dword fails at its header
+    ib_misaligned = ib(IB1B, 4)
+    ib_misaligned[1] |= 1
+    no_data = write_data(OUT, [1])[:4]
+    no_data[0] -= 1 << 16
+    cases += (([ib_misaligned], None, "IB_MISALIGNED", 4), ([ib(IB1B, 0)], None, "IB_SIZE_ZERO", 4),
+              ([ib(1 << 48, 4)], None, "BUS_DECERR", 4), ([no_data], None, "BAD_COUNT", 1),
+              ([dma_data(OUT, OUT + 64, (1 << g.fields("CAPS")["DMA_MAX_LOG2"]) + 1)], None, "DMA_BYTE_COUNT", 7),
+              ([ib(IB1, 12)], ib(IB2, 4) + pads, "IB_NESTING", 4 + 4 + 4))
+    assert g.fields("CAPS")["IB_LEVELS"] == 2
+    g.w32(IB2, ib(IB1B, 4))  # the IB2 calls one level more
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)  # queue 1 alike, in its own part of the counter
+    for q, mine, other in ((ring, "PERF_Q0_DWORDS_FETCHED", "PERF_Q1_DWORDS_FETCHED"),
+                           (q1, "PERF_Q1_DWORDS_FETCHED", "PERF_Q0_DWORDS_FETCHED")):
+        for packets, body, code, want in cases:
+            g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+            if body:
+                g.w32(IB1, body)
+            q.submit(*packets, pads)
+            assert g.idle(q.status)["ERROR"] == 1 and g.fields(q.error)["CODE"] == g.err[code], (q.p, code)
+            assert [g.read(r) for r in ("PERF_DWORDS_FETCHED", mine, other)] == [want, want, 0], \
+                (q.p, code, body is not None, g.read("PERF_DWORDS_FETCHED"), want)
+            g.set("CP_QUEUE_RESET", **{"Q0" if q is ring else "Q1": 1})
+            g.idle(q.status)
+            q.wptr = 0
+            ih.pop()
+            g.write("INT_STATUS", g.value("INT_STATUS", CP_ERROR=1))
+
+
+def check_sdma_dwords_fetched_up_to_a_packet_error(dev):
+    """PERF_SDMA_DWORDS_FETCHED after an SDMA packet error (no DMA error: exact, the model's
+    count the RTL's) counts the packets before it and what the failing packet's checks read
+    (docs/hardware.md, The SDMA copy engine, Counters): its header alone when the header decides
+    (ILLEGAL_OPCODE; BAD_COUNT of a packet whose length the table or NOP's COUNT gives, or a
+    WRITE_LINEAR whose fixed dwords do not fit either), a WRITE_LINEAR's header and three fixed
+    dwords for a BAD_COUNT from its COUNT, and the whole packet for a field or alignment check
+    (UNSUPPORTED, FENCE_MISALIGNED, IB_MISALIGNED) and for IB_SIZE_ZERO and IB_NESTING; in the
+    ring and in an IB; nothing after it, though the ring holds more. PERF_SDMA_PACKETS does not
+    count the failing packet."""
+    g, ring, ih = bring_up(dev)
+    S = sdma_packets()
+    s = SdmaRing(g, SRING, 8)
+    fence = sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2))
+    misaligned = [fence[0], fence[1] | 2] + fence[2:]
+    copy = lambda **kw: sdma("COPY_LINEAR", COUNT=3, **lo_hi("SRC_ADDR", OUT), **lo_hi("DST_ADDR", OUT + 64), **kw)  # noqa: E731
+    wl = sdma("WRITE_LINEAR", [1, 2], COUNT=1, **lo_hi("DST_ADDR", OUT, 2))
+    too_long = wl[:3] + [wl[3] | 40]  # COUNT 41: data dwords past the written ring space (or the IB)
+    sib = lambda base, n: sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", base, 5), IB_SIZE=n)  # noqa: E731
+    ib_misaligned = sib(IB1B, 4)
+    ib_misaligned[1] |= 0x10
+    unknown = [0x0000_0003]  # OP 3: no packet
+    ring_cases = (  # (the failing packet's dwords up to the doorbell or IB_SIZE, its code, its dwords counted)
+        (unknown, "ILLEGAL_OPCODE", 1), (copy()[:4], "BAD_COUNT", 1),
+        ([sdma("NOP", [0] * 30, COUNT=30)[0]], "BAD_COUNT", 1), (wl[:2], "BAD_COUNT", 1),
+        (too_long, "BAD_COUNT", 4), (copy(TMZ="SECURE"), "UNSUPPORTED", 7),
+        (copy(SRC_SW="SWAP_16"), "UNSUPPORTED", 7), (misaligned, "FENCE_MISALIGNED", 4),
+        (ib_misaligned, "IB_MISALIGNED", 6), (sib(IB1B, 0), "IB_SIZE_ZERO", 6))
+    ib_cases = ((unknown, "ILLEGAL_OPCODE", 1), (copy()[:4], "BAD_COUNT", 1), (wl[:3], "BAD_COUNT", 1),
+                (wl[:4], "BAD_COUNT", 4), (copy(TMZ="SECURE"), "UNSUPPORTED", 7),
+                (misaligned, "FENCE_MISALIGNED", 4), (sib(IB1B, 4), "IB_NESTING", 6))
+    nop = sdma("NOP", [0] * 3, COUNT=3)  # a burst NOP before the failing packet: 4 dwords
+    for where, cases in (("RING", ring_cases), ("IB1", ib_cases)):
+        for words, code, want in cases:
+            g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+            op = words[0] & 0xFF
+            if where == "RING":
+                g.w32(SRING, [0xFF] * 32)  # what lies past the doorbell is never a packet
+                # a packet that fits is followed by one-dword NOPs the fetchers may read ahead
+                s.submit(nop, words, [] if code == "BAD_COUNT" else [0] * 8)
+                expect_sdma_error(s, ih, code, "RING", op, SRING + 16, 4)
+                packets, fetched = {"NOP": 1}, 4 + want
+            else:
+                g.w32(IB1, [0] + words + [0] * 8)  # a one-dword NOP, the packet, then NOPs but for BAD_COUNT
+                s.submit(sib(IB1, 1 + len(words) + (0 if code == "BAD_COUNT" else 8)))
+                expect_sdma_error(s, ih, code, "IB1", op, IB1 + 4, 1)
+                packets, fetched = {"INDIRECT_BUFFER": 1, "NOP": 1}, 6 + 1 + want
+            got = {k: g.read("PERF_SDMA_PACKETS", S[k].index) for k in S if g.read("PERF_SDMA_PACKETS", S[k].index)}
+            assert (g.read("PERF_SDMA_DWORDS_FETCHED"), got) == (fetched, packets), (where, code, len(words), got)
+
 
 CHECKS = [check_ib_size_every_bit_up_to_the_largest, check_count_fields_out_of_range,
           check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes,
           check_a_packet_whose_payload_cannot_be_fetched_is_not_counted, check_errors_inside_a_chained_ib,
-          check_byte_counters_count_the_copy_engines_alone, check_dwords_fetched_up_to_a_packet_error]
+          check_byte_counters_count_the_copy_engines_alone, check_dwords_fetched_up_to_a_packet_error,
+          check_sdma_dwords_fetched_up_to_a_packet_error]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

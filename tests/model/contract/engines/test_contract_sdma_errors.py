@@ -358,9 +358,43 @@ def check_sdma_halt_stops_inside_an_ib(dev):
     assert g.r32(OUT) == 0xD
 
 
+
+def check_sdma_trap_enable_gates_the_trap_s_entry_alone(dev):
+    """SDMA_CNTL.TRAP_ENABLE: "TRAP packets raise their IH entry" (registers.md); the engine's
+    other entries do not depend on it: with it clear, a POLL_REGMEM that gives up still
+    appends its POLL_TIMEOUT entry and an error its SDMA_ERROR entry, while a TRAP runs and
+    raises none; with it set the TRAP's entry follows the POLL_TIMEOUT's. Either way each
+    packet is counted once in PERF_SDMA_PACKETS and its dwords once in
+    PERF_SDMA_DWORDS_FETCHED, however many reads the poll made, and a poll reads nothing
+    PERF_SDMA_BYTES_READ counts."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 6, IH_WB)
+    s = SdmaRing(g, SRING, 8)
+    S = sdma_packets()
+    flag = OUT + 0x40
+    g.w32(flag, [5])
+    poll = sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=7, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                RETRY_COUNT=3, INTERVAL=1)
+    for enable, want in ((0, ["SDMA_POLL_TIMEOUT"]), (1, ["SDMA_POLL_TIMEOUT", "SDMA_TRAP"])):
+        g.set("SDMA_CNTL", TRAP_ENABLE=enable)
+        g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+        g.w32(OUT, [0])
+        assert s.run(poll, sdma("TRAP", INT_CONTEXT=9), sdma("FENCE", DATA=enable + 1, **lo_hi("ADDR", OUT, 2)))["ERROR"] == 0
+        entries = g.until(lambda: (lambda e: e if len(e) >= len(want) else None)(
+            [ih.entry(p) for p in range(ih.rptr, g.read("IH_WPTR"), 32)]), f"{len(want)} entries")
+        got = [ih.source(e) for e in ih.pop()]
+        assert got == want and g.r32(OUT) == enable + 1, (enable, got, g.r32(OUT))
+        counted = {k: g.read("PERF_SDMA_PACKETS", S[k].index) for k in S if g.read("PERF_SDMA_PACKETS", S[k].index)}
+        assert counted == {"POLL_REGMEM": 1, "TRAP": 1, "FENCE": 1}, (enable, counted)
+        assert (g.read("PERF_SDMA_DWORDS_FETCHED"), g.read("PERF_SDMA_BYTES_READ")) == (len(poll) + 2 + 4, 0), enable
+    g.set("SDMA_CNTL", TRAP_ENABLE=0)
+    s.submit([0x0000_0003])  # OP 3: no packet
+    expect_sdma_error(s, ih, "ILLEGAL_OPCODE", "RING", 3, SRING + s.wptr - 4, s.wptr // 4 - 1)
+
+
 CHECKS = [check_sdma_errors, check_sdma_vm_and_address_rules, check_sdma_entries_raise_no_event_bit,
           check_sdma_poll_trap_errors_resets_and_doorbells, check_sdma_rptr_write_back_fails_as_the_packet,
-          check_sdma_halt_stops_inside_an_ib]
+          check_sdma_halt_stops_inside_an_ib, check_sdma_trap_enable_gates_the_trap_s_entry_alone]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
