@@ -1,0 +1,87 @@
+"""A new user's mistakes, and what each answers: a wait_mem() no dword can end refused at
+the call (it waited for the KMD's job timer), a view kept past Buffer.free() named by the
+UMD (it was kmd_model's MappingRevoked), what a Buffer's domain prints, and a GpuError's
+address where api.md says it is."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import kmd_model
+import umd
+from spec import pm4
+from testbench.refmodel import RefModel
+
+
+def _gpu(**kw):
+    kmd_model.bind(RefModel(), **kw)
+    return umd.open()
+
+
+def _raises(exc, message, fn, *args, **kwargs):
+    with pytest.raises(exc, match="^" + re.escape(message) + "$"):
+        fn(*args, **kwargs)
+
+
+NEVER = "can never hold ({}): the queue would stop there until the KMD's job timer ends the job: fix ref, mask or compare"
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+@pytest.mark.parametrize("ref, mask, compare, said", [
+    (1, 0, "==", "(dword & 0x0) == 0x1 " + NEVER.format("the masked dword never has ref's bits 0x1, outside mask")),
+    (0x1F0, 0xF0, "==", "(dword & 0xf0) == 0x1f0 "
+     + NEVER.format("the masked dword never has ref's bits 0x100, outside mask")),
+    (0, 0, "!=", "(dword & 0x0) != 0x0 " + NEVER.format("the masked dword is always 0")),
+    (0, 0, "NE", "(dword & 0x0) != 0x0 " + NEVER.format("the masked dword is always 0")),  # (the packet's name)
+    (0, 0xFFFF_FFFF, "<", "(dword & 0xffffffff) < 0x0 " + NEVER.format("no unsigned dword is below 0")),
+    (0x10, 0xF, ">=", "(dword & 0xf) >= 0x10 " + NEVER.format("the masked dword is at most mask, 0xf")),
+    (0xF, 0xF, ">", "(dword & 0xf) > 0xf " + NEVER.format("the masked dword is at most mask, 0xf")),
+    (0xFFFF_FFFF, 0xFFFF_FFFF, ">", "(dword & 0xffffffff) > 0xffffffff "
+     + NEVER.format("the masked dword is at most mask, 0xffffffff")),
+])
+def test_a_wait_mem_no_dword_can_end_is_refused(engine, ref, mask, compare, said):
+    """`q.wait_mem(buf, 0, 1, mask=0)` can never hold: it was submitted, and the queue stopped
+    until the KMD's job timer (500,000 cycles, some 10 s on Verilator) ended the job with a
+    GpuError. Now the call refuses it, recording nothing, on a gfx queue and a copy queue."""
+    gpu = _gpu()
+    q, buf = gpu.queue(engine=engine), gpu.alloc(64)
+    _raises(ValueError, "wait_mem: " + said, q.wait_mem, buf, 0, ref, mask=mask, compare=compare)
+    assert q.calls == 0 and q.cmdbuf.dwords == 0
+    q.finish()  # nothing was submitted: nothing waits
+
+
+@pytest.mark.parametrize("engine", ["gfx", "copy"])
+@pytest.mark.parametrize("ref, mask, compare, value", [
+    (0, 0, "==", 0),            # mask 0: holds at once
+    (0x10, 0xF0, "==", 0x1F),   # ref within mask
+    (0, 0, "<=", 0),            # holds at once
+    (1, 0xFFFF_FFFF, "<", 0),
+    (0xF, 0xF, ">=", 0xF),      # the most mask lets through
+    (0xE, 0xF, ">", 0xF),
+    (0, 1, "!=", 1),
+    (5, 0, "always", 0),
+])
+def test_a_wait_mem_some_dword_ends_is_taken_and_ends(engine, ref, mask, compare, value):
+    """The edge of each rule: a wait the right dword ends is recorded, and ends once the dword
+    is there (on the copy engine's POLL_REGMEM too)."""
+    gpu = _gpu(job_timeout=200_000)
+    q, buf = gpu.queue(engine=engine), gpu.alloc(64)
+    buf.u32[0] = value
+    q.wait_mem(buf, 0, ref, mask=mask, compare=compare)
+    q.write(buf, 4, 0xD0E)
+    q.finish()
+    assert buf.u32[1] == 0xD0E
+
+
+def test_a_raw_wait_reg_mem_that_never_holds_is_the_hardwares_to_run():
+    """The KMD's CS checker takes a raw WAIT_REG_MEM whatever its mask and reference (legal
+    hardware-wise: amdgpu's parser does not judge a wait either): it runs, and the job
+    timer ends it. Only the UMD's friendly wait_mem() refuses it."""
+    gpu = _gpu(job_timeout=5_000)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.emit_raw(pm4.wait_reg_mem(buf.gpu_addr, 1, 0, "EQ"))
+    with pytest.raises(umd.GpuError, match=r"job 0x1 timed out on gfx: .* stuck in WAIT_REG_MEM at IB\+0x0 .*"
+                       r"\*0x[0-9a-f]+ & 0x0 = 0x0, waits for == 0x1, .*recorded by Queue.emit_raw\(\) #1"):
+        q.finish()
