@@ -173,24 +173,36 @@ class Buffer(_Handle):
         self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
     def map(self, _call: str = "map") -> np.ndarray:
-        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
+        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO). A view
+        (or a slice of one) used after the buffer's free() raises ValueError naming the free;
+        a copy (view.copy()) is the app's own."""
         if self.freed:
             raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
         if self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked: it was handed out dead)
             raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
-            # go to the next buffer, which a view kept past free() must not write
-            self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
-                                                   self.bo_offset + self.size, self._mapping_lost)
+            # go to the next buffer, which a view kept past free() must not write. The app's
+            # view is a sub-mapping of the one free() revokes, so that a use raises what
+            # _mapping_lost makes of it (a use of a revoked sub-mapping itself would be
+            # kmd_model's MappingRevoked, which no UMD document names)
+            own, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
+                                            self.bo_offset + self.size)
+            self._view, _ = sub_mapping(own, 0, self.size, self._mapping_lost)
         return self._view
 
     def _mapping_lost(self, why: str) -> Exception:
-        """What a view of the buffer raises once its BO's mapping is revoked under it: the
-        driver closed the Device's file (its unload or reload), as every call of the Device
-        then says; kmd_model's MappingRevoked was an internal class no UMD document names."""
+        """What a view of the buffer raises once its mapping is revoked under it: the driver
+        closed the Device's file (its unload or reload), as every call of the Device then
+        says; or the app freed the buffer (Buffer.free, Device.close), a ValueError as every
+        call given a freed buffer raises. kmd_model's MappingRevoked was an internal class
+        no UMD document names."""
         if self.device.ws.lost():
             return DeviceLost(f"a view of {self!r} (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+        if self.freed:
+            return ValueError(f"a view of {self!r} (Buffer.map, Buffer.u32) used after the buffer was freed "
+                              f"({self._freed_how}): its memory may be another buffer's now: copy what you "
+                              "need (view.copy()) before freeing it")
         return MappingRevoked(why)  # (no Buffer's BO is closed under it otherwise: free() revokes the view first)
 
     @property

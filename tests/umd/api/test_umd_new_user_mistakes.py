@@ -85,3 +85,30 @@ def test_a_raw_wait_reg_mem_that_never_holds_is_the_hardwares_to_run():
     with pytest.raises(umd.GpuError, match=r"job 0x1 timed out on gfx: .* stuck in WAIT_REG_MEM at IB\+0x0 .*"
                        r"\*0x[0-9a-f]+ & 0x0 = 0x0, waits for == 0x1, .*recorded by Queue.emit_raw\(\) #1"):
         q.finish()
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_a_view_used_after_free_names_the_free(pools):
+    """`v = buf.map(); buf.free(); v[0]` raised kmd_model's MappingRevoked, a class no UMD
+    document names: now a ValueError naming Buffer.free (as every call given a freed buffer
+    raises), for a read, a write, numpy's calls, a slice and u32, in a slab or a BO of its
+    own; a copy made before the free is the app's; a device closed says Device.close."""
+    kmd_model.bind(RefModel())
+    gpu = umd.open(pools=pools)
+    buf = gpu.alloc(4096, "vram")
+    v, u, part = buf.map(), buf.u32, buf.map()[8:16]
+    v[0] = 7
+    kept = v.copy()
+    buf.free()
+    said = (f"a view of {buf!r} (Buffer.map, Buffer.u32) used after the buffer was freed (Buffer.free): its memory "
+            "may be another buffer's now: copy what you need (view.copy()) before freeing it")
+    for use in (lambda: v[0], lambda: v.__setitem__(0, 1), lambda: v.sum(), lambda: u[0], lambda: part[0],
+                lambda: int(u[1:2].max())):
+        _raises(ValueError, said, use)
+    assert kept[0] == 7
+    other = gpu.alloc(4096, "vram")
+    w = other.map()
+    gpu.close()
+    _raises(ValueError, f"a view of {other!r} (Buffer.map, Buffer.u32) used after the buffer was freed (its device "
+            "was closed: Device.close): its memory may be another buffer's now: copy what you need (view.copy()) "
+            "before freeing it", lambda: w[0])
