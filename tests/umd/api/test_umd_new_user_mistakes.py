@@ -112,3 +112,18 @@ def test_a_view_used_after_free_names_the_free(pools):
     _raises(ValueError, f"a view of {other!r} (Buffer.map, Buffer.u32) used after the buffer was freed (its device "
             "was closed: Device.close): its memory may be another buffer's now: copy what you need (view.copy()) "
             "before freeing it", lambda: w[0])
+
+
+def test_a_buffers_domain_prints_as_alloc_names_it():
+    """`print(buf.domain)` printed 4 (the uAPI's IntFlag on Python 3.11): it prints "vram" or
+    "gtt", the words alloc() takes, and still equals the uAPI's value (as an int, a key)."""
+    from kmd_model.uapi import Domain as KmdDomain
+
+    gpu = _gpu()
+    for name, kmd in (("gtt", KmdDomain.GTT), ("vram", KmdDomain.VRAM)):
+        buf = gpu.alloc(64, name)
+        d = buf.domain
+        assert (str(d), f"{d}", f"{d:>5}", repr(d)) == (name, name, f"{name:>5}", f"<Domain.{name.upper()}: {int(kmd)}>")
+        assert d == kmd and int(d) == int(kmd) and {kmd: 1}[d] == 1 and d is umd.memory.Domain[name.upper()]
+        assert gpu.alloc(64, d).domain is d and gpu.alloc(64, str(d)).domain is d  # (what it prints, alloc takes)
+        assert repr(buf).startswith(f"<umd.Buffer {name.upper()} ")
