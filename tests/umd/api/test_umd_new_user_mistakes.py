@@ -127,3 +127,27 @@ def test_a_buffers_domain_prints_as_alloc_names_it():
         assert d == kmd and int(d) == int(kmd) and {kmd: 1}[d] == 1 and d is umd.memory.Domain[name.upper()]
         assert gpu.alloc(64, d).domain is d and gpu.alloc(64, str(d)).domain is d  # (what it prints, alloc takes)
         assert repr(buf).startswith(f"<umd.Buffer {name.upper()} ")
+
+
+def test_a_gpu_errors_address_is_an_attribute():
+    """api.md lists a GpuError's attributes: the address the GPU latched was only in
+    `e.info.addr`. `e.addr` is it: a fault's is the access's (the unmapped address a write
+    reached), any other error's the packet's own (IB+offset at the IB's address)."""
+    import pickle
+
+    gpu = _gpu()
+    q = gpu.queue()
+    kmd_model.bound().params.cs_check = False  # (the checker refuses both packets at submission)
+    q.emit_raw(pm4.write_data(0x7000_0000, [1]))
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    e = ei.value
+    assert (e.code, e.addr, e.ib_offset, e.command) == ("VM_FAULT", 0x7000_0000, 0, "Queue.emit_raw() #1")
+    assert pickle.loads(pickle.dumps(e)).addr == 0x7000_0000
+    q.write(q.device.alloc(64), 0, 1)
+    q.emit_raw([pm4.header(0x7B, 0), 0])
+    with pytest.raises(umd.GpuError) as ei:
+        q.finish()
+    e = ei.value
+    assert e.code == "ILLEGAL_OPCODE" and e.ib_offset > 0
+    assert e.addr == e.info.addr and re.search(rf"at IB\+{e.ib_offset:#x} \({e.addr:#x}\)", str(e)), str(e)
