@@ -92,3 +92,21 @@ def test_a_mistyped_kmd_parameter_or_log_module_names_the_one_meant(capsys):
     # nothing close: the lists alone, as before
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "speed=3").startswith(
         "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ")
+
+
+def test_an_app_given_without_run_says_run(capsys):
+    """`gpucosim examples/hello.py --sim model` (the README's line without `run`) was argparse's
+    "argument SUBCOMMAND: invalid choice: 'examples/hello.py' (choose from 'run', 'sim', ...)";
+    it names the command meant, whole, and a mistyped subcommand the one meant."""
+    assert usage_error(capsys, "examples/hello.py", "--sim", "model") == (
+        "gpucosim: error: 'examples/hello.py' is not a SUBCOMMAND: to run an app, gpucosim run examples/hello.py "
+        "--sim model")
+    assert usage_error(capsys, "my app.py") == (  # (quoted as a shell needs it)
+        "gpucosim: error: 'my app.py' is not a SUBCOMMAND: to run an app, gpucosim run 'my app.py'")
+    assert usage_error(capsys, "rnu", "examples/hello.py") == (
+        "gpucosim: error: 'rnu' is not a SUBCOMMAND: did you mean run? choose run, sim, bench, disasm, regs, plot "
+        "(gpucosim --help)")
+    assert usage_error(capsys, "dissasm", "x.txt") == (
+        "gpucosim: error: 'dissasm' is not a SUBCOMMAND: did you mean disasm? choose run, sim, bench, disasm, regs, "
+        "plot (gpucosim --help)")
+    assert capsys.readouterr().out == ""
