@@ -151,3 +151,70 @@ def test_a_gpu_errors_address_is_an_attribute():
     e = ei.value
     assert e.code == "ILLEGAL_OPCODE" and e.ib_offset > 0
     assert e.addr == e.info.addr and re.search(rf"at IB\+{e.ib_offset:#x} \({e.addr:#x}\)", str(e)), str(e)
+
+
+@pytest.mark.parametrize("async_submit", [False, True])
+def test_polling_an_event_never_flushed_is_told_once(capsys, async_submit):
+    """`while not ev.signalled(): pass` with no flush before looped for ever without a word
+    (signalled() is a look at memory: it flushes nothing). After UNFLUSHED_LOOKS looks the
+    UMD says once, on stderr, that the event was never flushed; a flushed event's looks
+    say nothing, and it ends."""
+    from umd.events import UNFLUSHED_LOOKS
+
+    gpu = _gpu()
+    q, buf = gpu.queue(async_submit=async_submit), gpu.alloc(64)
+    q.write(buf, 0, 1)
+    ev = q.signal()
+    for _ in range(UNFLUSHED_LOOKS - 1):
+        assert not ev.signalled()
+    assert capsys.readouterr().err == ""
+    for _ in range(3):
+        assert not ev.signalled()
+    assert capsys.readouterr().err == (
+        f"umd: Event.signalled(): <umd.Event 1 pending> of {q!r} looked at {UNFLUSHED_LOOKS} times, never flushed: "
+        "the GPU has not got it and will never signal it: flush() the queue first (Event.wait() flushes)\n")
+    q.flush()
+    looks = 0
+    while not ev.signalled():
+        looks += 1
+    assert looks < UNFLUSHED_LOOKS and buf.u32[0] == 1
+    later = q.signal()
+    q.flush()
+    while not later.signalled():
+        pass
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("async_submit", [False, True])
+def test_polling_an_event_whose_job_failed_raises_its_error(async_submit):
+    """`while not ev.signalled(): pass` on an event whose job the KMD's job timer ended (a
+    wait_mem nobody satisfies) looped for ever: the failed job never writes it, and only
+    wait() or finish() asked the kernel. Every ASK_KERNEL_LOOKS-th look asks it too (WAIT_CS,
+    no wait): the job's GpuError is raised there, once (finish() then raises nothing)."""
+    from umd.events import ASK_KERNEL_LOOKS, POLL_CYCLES
+
+    gpu = _gpu(job_timeout=100_000)
+    q, buf = gpu.queue(async_submit=async_submit), gpu.alloc(64)
+    q.wait_mem(buf, 0, 1)
+    ev = q.signal()
+    q.flush()
+    looks = 0
+    with pytest.raises(umd.GpuError, match=r"^GPU error: job 0x1 timed out on gfx: .* \(recorded by Queue.wait_mem\(\) "
+                                           r"#1\)$"):
+        while not ev.signalled():
+            looks += 1
+            assert looks < 10 * ASK_KERNEL_LOOKS
+    assert looks >= 100_000 // POLL_CYCLES  # (not before the job timer ended it)
+    assert looks % ASK_KERNEL_LOOKS == ASK_KERNEL_LOOKS - 1  # (the look that asked the kernel raised)
+    q.finish()  # raised once
+    # a job that runs long is polled past those looks, and ends well
+    later = q.signal()
+    q.wait_mem(buf, 4, 1)
+    last = q.signal()
+    q.flush()
+    looks = 0
+    while not last.signalled():
+        looks += 1
+        if looks == ASK_KERNEL_LOOKS + 5:  # (within the job timer's 100,000 cycles)
+            buf.u32[1] = 1
+    assert later.signalled() and looks > ASK_KERNEL_LOOKS
