@@ -119,6 +119,17 @@ class MemoryReport:
     va: VaStats
     pools: PoolStats
 
+    def __str__(self) -> str:
+        """What print(gpu.memory()) shows: the heaps and the VA range in MiB, in one line (it
+        was the dataclasses' repr, every count in bytes, some 700 characters)."""
+        heaps = "; ".join(f"{name} {_mib(h.total)}: {_mib(h.used)} used, the largest buffer that fits "
+                          f"{_mib(h.largest_free)}"
+                          for name, h in (("VRAM", self.vram), ("GTT", self.gtt)))
+        va = self.va
+        return (f"{heaps}; GPU VA {_mib(va.end - va.start)}: {_mib(va.used)} used by "
+                f"{va.allocations} allocation{'s' * (va.allocations != 1)}, the largest free range "
+                f"{_mib(va.largest_free)} (used counts the kernel's own buffers too; repr() has every field)")
+
 
 def _larger_than_the_heap(self: Device, size: int, dom: KmdDomain) -> str | None:
     """Why an allocation the VA range had no room for could never be had, when it is larger

@@ -218,3 +218,19 @@ def test_polling_an_event_whose_job_failed_raises_its_error(async_submit):
         if looks == ASK_KERNEL_LOOKS + 5:  # (within the job timer's 100,000 cycles)
             buf.u32[1] = 1
     assert later.signalled() and looks > ASK_KERNEL_LOOKS
+
+
+def test_print_of_memory_reads_in_mib():
+    """`print(gpu.memory())` (the tutorial's "How much memory an app has") printed the
+    dataclasses' repr, some 700 characters of byte counts; str() is one line in MiB of what
+    the app asks (each heap's size, use and largest buffer, the VA range); repr() is whole."""
+    gpu = _gpu()
+    gpu.alloc(4 << 20, "vram")
+    m = gpu.memory()
+    said = str(m)
+    assert "\n" not in said and len(said) < 400, said
+    assert re.fullmatch(r"VRAM 32 MiB: 4 MiB used, the largest buffer that fits 28 MiB; GTT 32 MiB: "
+                        r"[\d.]+ MiB used, the largest buffer that fits [\d.]+ MiB; GPU VA 1007 MiB: 4 MiB used by "
+                        r"1 allocation, the largest free range [\d.]+ MiB \(used counts the kernel's own buffers "
+                        r"too; repr\(\) has every field\)", said), said
+    assert repr(m).startswith("MemoryReport(vram=HeapInfo(total=")
