@@ -75,8 +75,10 @@ class IbPool:
 
     def get(self) -> Buffer:
         q = self.queue
+        # (named by the app's call that needs it: "new IB: ..." named none, to an app that wrote)
+        what = f"{q._recording} (a new IB)" if q._recording else "new IB"
         if not self.free:
-            q._throttle("new IB")
+            q._throttle(what)
         if self.free:
             return self.free.pop()
         got: list[Buffer] = []
@@ -87,7 +89,7 @@ class IbPool:
                 return got[0]
             return None
 
-        buf = q._alloc_or_wait(4 * self.size_dw, "new IB", reclaimed=reclaimed)
+        buf = q._alloc_or_wait(4 * self.size_dw, what, reclaimed=reclaimed)
         self.created += not got
         return buf
 
@@ -250,6 +252,7 @@ class Queue(_Dispatched):
         # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
+        self._recording: str | None = None  # the call recording now (_label): what waits for a new IB name
         # the number of the last call that recorded a command: a call that raised after taking
         # its number (its wait for an IB interrupted) recorded nothing (wait_event's check)
         self.last_recorded = 0
@@ -299,6 +302,7 @@ class Queue(_Dispatched):
         raises takes them all back)."""
         self.cmdbuf.begin()
         self.calls += 1
+        self._recording = call
         return Label(f"Queue.{call}() #{self.calls}", self.calls)
 
     def _end_command(self) -> None:

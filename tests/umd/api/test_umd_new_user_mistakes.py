@@ -25,7 +25,8 @@ def _raises(exc, message, fn, *args, **kwargs):
         fn(*args, **kwargs)
 
 
-NEVER = "can never hold ({}): the queue would stop there until the KMD's job timer ends the job: fix ref, mask or compare"
+NEVER = ("can never hold ({}): the queue would stop there until the KMD's job timer ends the job: fix ref, mask or "
+         "compare")
 
 
 @pytest.mark.parametrize("engine", ["gfx", "copy"])
@@ -123,7 +124,8 @@ def test_a_buffers_domain_prints_as_alloc_names_it():
     for name, kmd in (("gtt", KmdDomain.GTT), ("vram", KmdDomain.VRAM)):
         buf = gpu.alloc(64, name)
         d = buf.domain
-        assert (str(d), f"{d}", f"{d:>5}", repr(d)) == (name, name, f"{name:>5}", f"<Domain.{name.upper()}: {int(kmd)}>")
+        assert (str(d), f"{d}", f"{d:>5}", repr(d)) == (name, name, f"{name:>5}",
+                                                        f"<Domain.{name.upper()}: {int(kmd)}>")
         assert d == kmd and int(d) == int(kmd) and {kmd: 1}[d] == 1 and d is umd.memory.Domain[name.upper()]
         assert gpu.alloc(64, d).domain is d and gpu.alloc(64, str(d)).domain is d  # (what it prints, alloc takes)
         assert repr(buf).startswith(f"<umd.Buffer {name.upper()} ")
@@ -234,3 +236,20 @@ def test_print_of_memory_reads_in_mib():
                         r"1 allocation, the largest free range [\d.]+ MiB \(used counts the kernel's own buffers "
                         r"too; repr\(\) has every field\)", said), said
     assert repr(m).startswith("MemoryReport(vram=HeapInfo(total=")
+
+
+def test_a_wait_for_a_new_ib_names_the_apps_call():
+    """A write that waits for room (max_inflight) and times out said "new IB: queue ...", a
+    call the app never made: it names the app's call."""
+    gpu = _gpu(job_timeout=1 << 40)
+    q, buf = gpu.queue(flush_threshold=1, max_inflight=1), gpu.alloc(64)
+    q.timeout = 1000
+    q.wait_mem(buf, 0, 1)
+    with pytest.raises(umd.GpuTimeout, match=r"^fill \(a new IB\): queue \(context 1\) has 1 submission in flight, "
+                                             r"its limit \(max_inflight=1\), and the oldest \(seqno 0x1\) has not "
+                                             r"finished after 1000 cycles$"):
+        q.fill(buf, 4, 4, 7)
+    buf.u32[0] = 1
+    q.fill(buf, 4, 4, 7)
+    q.finish()
+    assert buf.u32[1] == 7
