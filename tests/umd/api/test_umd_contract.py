@@ -623,7 +623,7 @@ def test_waits_on_a_lost_device_say_what_waited():
     hog = _hog_gtt(gpu, kmd)  # (before the loss: a lost device makes no memory)
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
-    with pytest.raises(umd.DeviceLost, match=r"^new IB: WAIT_CS: soft reset: CP not idle after 2000 cycles"):
+    with pytest.raises(umd.DeviceLost, match=r"^write \(a new IB\): WAIT_CS: soft reset: CP not idle after 2000 cycles"):
         for i in range(5000):  # a new IB, no memory: waits for its submission in flight, which runs the reset
             mem.write(buf, 4 * (i % 0x400), i)
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")
