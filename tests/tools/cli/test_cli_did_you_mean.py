@@ -110,3 +110,16 @@ def test_an_app_given_without_run_says_run(capsys):
         "gpucosim: error: 'dissasm' is not a SUBCOMMAND: did you mean disasm? choose run, sim, bench, disasm, regs, "
         "plot (gpucosim --help)")
     assert capsys.readouterr().out == ""
+
+
+def test_a_log_pair_after_a_space_names_log(capsys):
+    """`--log ioctl=info ring=debug` (a space where the comma goes) gave ring=debug to the app,
+    and the usage error said only that nobody knew it: it names --log."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--log", "ioctl=info", "ring=debug") == (
+        "gpucosim run: error: neither gpucosim nor the app knows ring=debug: did you mean --log ring=debug? (--log "
+        "takes a comma list: ioctl=info,ring=debug) (examples/hello.py reads no arguments; gpucosim run --help lists "
+        "the options)")
+    # an app's own key=value is no log module's: no guess
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "size=4") == (
+        "gpucosim run: error: neither gpucosim nor the app knows size=4 (examples/hello.py reads no arguments; "
+        "gpucosim run --help lists the options)")
