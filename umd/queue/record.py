@@ -12,6 +12,7 @@ import bisect
 import errno
 from collections import deque
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -127,6 +128,20 @@ def _dma_chunk(q: "Queue", v) -> int:
     return v
 
 
+class IpType(IntEnum):
+    """Queue.ip_type: the uAPI's HwIp of the queue's ring, equal to it (an int, a key), printed
+    by name: Python 3.11 printed the uAPI's IntEnum as its number (0, 2)."""
+
+    GFX = int(HwIp.GFX)
+    DMA = int(HwIp.DMA)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
+
 def _fixed(name: str, keyword: str = "", *, doc: str):
     """What the queue is (its engine, priority, context ...): set by queue(), read-only after
     (`q.engine = "copy"` was taken and the queue went on as a gfx queue; `q.async_submit =
@@ -168,8 +183,9 @@ class Queue(_Dispatched):
                               "queue(async_submit=))")
     ctx_id = _fixed("ctx_id", doc="the id of the queue's KMD context (CTX ALLOC), as the KMD's messages name it")
     copy_engine = _fixed("copy_engine", "engine", doc='True for a queue of engine="copy"')
-    ip_type = _fixed("ip_type", "engine", doc="the uAPI's ring type its CS ioctls name (kmd_model.uapi.HwIp: "
-                                              "GFX or DMA)")
+    ip_type = property(lambda self: IpType(self._ip_type), _fixed("ip_type", "engine", doc="").fset,
+                       doc="the uAPI's ring type its CS ioctls name (kmd_model.uapi.HwIp's GFX or DMA, which it "
+                           "equals), printed by name (read-only)")
     has_dma = _fixed("has_dma", doc="whether its engine moves memory itself (copy, fill, upload, download as "
                                     "DMA packets): a copy queue always, a gfx queue when the CP has a DMA engine "
                                     "(DEV_INFO.has_dma); without it fill is dword-aligned WRITE_DATA")

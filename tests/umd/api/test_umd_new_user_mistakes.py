@@ -253,3 +253,20 @@ def test_a_wait_for_a_new_ib_names_the_apps_call():
     q.fill(buf, 4, 4, 7)
     q.finish()
     assert buf.u32[1] == 7
+
+
+def test_a_queues_ip_type_prints_by_name():
+    """`print(q.ip_type)` printed 0 or 2 (the uAPI's IntEnum on Python 3.11): it prints GFX or
+    DMA, and still equals the uAPI's HwIp (an int, a key); the CS ioctls name the uAPI's own."""
+    from kmd_model.uapi import HwIp
+
+    gpu = _gpu()
+    for engine, name in (("gfx", "GFX"), ("copy", "DMA")):
+        q = gpu.queue(engine=engine)
+        t = q.ip_type
+        assert (str(t), f"{t}", repr(t)) == (name, name, f"<IpType.{name}: {int(HwIp[name])}>")
+        assert t == HwIp[name] and {HwIp[name]: 1}[t] == 1
+        buf = gpu.alloc(64)
+        q.write(buf, 0, 5)
+        q.finish()
+        assert buf.u32[0] == 5
