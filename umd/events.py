@@ -74,6 +74,7 @@ class Event(_Handle):
         self._call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
         self._unflushed_looks = 0  # signalled()'s looks at it before its flush (UNFLUSHED_LOOKS)
         self._looks = 0  # and after it (ASK_KERNEL_LOOKS)
+        self._failed = False  # a wait (or a look) raised its job's GpuError
 
     def _alive(self, call: str) -> None:
         """DeviceLost once the driver closed the Device's file (its page's mapping went with it)."""
@@ -166,6 +167,7 @@ class Event(_Handle):
                     kmd_errors.raise_from(q, e, call)
             q._reclaim()
         except GpuError as e:  # its job's error, with the errors pending up to it, in flush order
+            self._failed = True  # (its repr said "pending" for ever)
             failed_jobs.check(q, call, upto=self._number, found=(self._number, e))
             raise  # (unreachable: check raises `found` at least)
         # a job before this one that failed, a refused flush before it, unless raised already
@@ -184,7 +186,9 @@ class Event(_Handle):
         return True
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'lost' if self._lost else 'signalled' if self._signalled() else 'pending'}>"
+        state = ("lost" if self._lost else "failed" if self._failed
+                 else "signalled" if self._signalled() else "pending")
+        return f"<umd.Event {self.value} {state}>"
 
 
 class Timestamp(Event):
@@ -204,6 +208,8 @@ class Timestamp(Event):
     def __repr__(self) -> str:
         if self._reused:
             return "<umd.Timestamp (its slot was taken again)>"
+        if self._failed:
+            return "<umd.Timestamp failed>"
         return f"<umd.Timestamp {self.cycles} cycles>" if self._signalled() else "<umd.Timestamp pending>"
 
     def _signalled(self) -> bool:

@@ -270,3 +270,19 @@ def test_a_queues_ip_type_prints_by_name():
         q.write(buf, 0, 5)
         q.finish()
         assert buf.u32[0] == 5
+
+
+def test_an_event_whose_job_failed_prints_failed():
+    """An event whose wait raised its job's GpuError printed "<umd.Event 1 pending>" for ever,
+    as if the GPU might still get there: it prints "failed" (a Timestamp too)."""
+    gpu = _gpu(job_timeout=5_000)
+    q, buf = gpu.queue(), gpu.alloc(64)
+    q.wait_mem(buf, 0, 1)
+    ev, ts = q.signal(), q.timestamp()
+    assert (repr(ev), repr(ts)) == ("<umd.Event 1 pending>", "<umd.Timestamp pending>")
+    for e in (ev, ts):
+        with pytest.raises(umd.GpuError, match=r"^GPU error: job 0x1 timed out on gfx: "):
+            e.wait()
+    assert (repr(ev), repr(ts)) == ("<umd.Event 1 failed>", "<umd.Timestamp failed>")
+    ok = q.signal()
+    assert ok.wait() and repr(ok) == "<umd.Event 2 signalled>"
