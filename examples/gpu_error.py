@@ -56,7 +56,8 @@ def main() -> int:
         print("gpu_error: the GPU did not report the bad packet")
         return 1
     print(f"the UMD raised: {seen}")
-    print(f"  code {seen.code}, opcode {seen.opcode:#x}, at IB offset {seen.ib_offset:#x}, context {seen.context}")
+    print(f"  code {seen.code}, opcode {seen.opcode:#x}, at IB offset {seen.ib_offset:#x} (address {seen.addr:#x}), "
+          f"context {seen.context}")
 
     q.write(buf, 0x84, 0x66)  # the same queue runs on: only its ring's queue was reset
     q.finish()

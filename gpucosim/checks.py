@@ -35,6 +35,8 @@ def option_hint(args: list[str]) -> str:
     """"did you mean --trace?" for the first of `args` that is an option spelt close to one
     of `gpucosim run`'s (--trce, -trace, --stat), else "": such an option is unknown to
     gpucosim and so went to the app, which said only that nobody knew it."""
+    from kmd_model.log import MODULES
+
     names = run_option_names()
     for a in args:
         word = a.split("=", 1)[0]
@@ -42,6 +44,9 @@ def option_hint(args: list[str]) -> str:
             close = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
             if close:
                 return f"did you mean {close[0]}?"
+        elif "=" in a and (word in MODULES or word == "all"):
+            # (`--log ioctl=info ring=debug`: the second pair, after a space, went to the app)
+            return f"did you mean --log {a}? (--log takes a comma list: ioctl=info,{a})"
     return ""
 
 

@@ -16,7 +16,10 @@ SIGHUP), 2 for a usage error (the message says what was wrong), 1 for a failure.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import os
+import shlex
 import signal
 import sys
 import threading
@@ -380,6 +383,16 @@ def _main(argv: list[str] | None = None) -> int:
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         # (argparse said "the following arguments are required: SUBCOMMAND", not a word of the option)
         ap.error(f"unrecognized argument {argv[0]}: options follow a SUBCOMMAND (gpucosim SUBCOMMAND --help)")
+    subcommands = list(ap._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    if argv and not argv[0].startswith("-") and argv[0] not in subcommands:
+        # (argparse's "invalid choice: 'examples/hello.py' (choose from 'run', ...)" to a new user
+        # who left out `run`, or mistyped it)
+        word = argv[0]
+        if word.endswith(".py") or os.path.isfile(word):
+            ap.error(f"{word!r} is not a SUBCOMMAND: to run an app, gpucosim run {shlex.join(argv)}")
+        close = difflib.get_close_matches(word, subcommands, n=1, cutoff=0.6)
+        ap.error(f"{word!r} is not a SUBCOMMAND: {f'did you mean {close[0]}? ' if close else ''}"
+                 f"choose {', '.join(subcommands)} (gpucosim --help)")
     if argv[:1] == ["bench"]:
         args = argparse.Namespace(command="bench", bench_args=argv[1:])  # all of it is the bench's
     elif argv[:1] == ["run"]:

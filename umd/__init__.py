@@ -11,11 +11,13 @@
     dev.close()                            # or: with umd.open() as dev, with dev.queue() as q,
                                            # with dev.alloc(n) as buf (close or free at the end)
 
-Layers: api (versions and dispatch tables), runtime (Device, Buffer), queue (Queue:
-recording, flush), device_queue (Device.queue by API version), events (Event, Timestamp, waits), transfer (copies and fills), submit
-(the asynchronous submission thread), failed_jobs and faults (a failed job's error, once,
-naming its call), kmd_errors (what a KMD error means for a queue), errors, args (the argument
-checks every call shares) and calls (argument mistakes said for the app); below them winsys/ (the ioctls, the VA
+Layers: api (versions and dispatch tables), runtime (the Device), memory (Device.alloc,
+Device.memory, the Buffer), queue/ (the Queue: record, its flush, finish and close, its
+commands, transfer's copies and fills, create's Device.queue by API version), events (Event,
+Timestamp, waits), submit (the asynchronous submission thread), failures/ (kmd_errors: what a
+KMD error means for a queue; faults: the call that recorded a faulting packet; failed_jobs: a
+failed job's error, raised once), errors, args (the argument checks every call shares) and
+calls (argument mistakes said for the app); below them winsys/ (the ioctls, the VA
 allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
 ioctls (kmd_model.open_render_node()).
 """

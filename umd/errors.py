@@ -32,7 +32,11 @@ class GpuError(UmdError):
 
     The message names what the hardware reported: "illegal opcode 0x7b at IB+0x40
     (0x201040), context 3", plus the API call that recorded the packet when the UMD still
-    knows it. Attributes: `info` (the KMD's decoded error: code, level, opcode,
+    knows it. Attributes: `code` (e.g. "ILLEGAL_OPCODE", "VM_FAULT", "TIMEOUT"), `opcode`
+    and `opcode_name` (the packet's), `ib_offset` (the packet's offset in its IB), `addr`
+    (the address the GPU latched, CP_ERROR_ADDR: a fault's is the access's, e.g. the
+    unmapped address a write reached; any other error's the packet's own), `context` (the
+    KMD context), `info` (the KMD's decoded error all told: code, level, opcode,
     opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
     A fault (VM_FAULT, a bus error) latches the access's address, not the packet's: the
     UMD finds the packet at IB+offset in the failed submission's IBs; when it cannot, the
@@ -69,6 +73,7 @@ class GpuError(UmdError):
         self.opcode = info.opcode
         self.opcode_name = info.opcode_name
         self.ib_offset = info.offset
+        self.addr = info.addr  # (it was only in info.addr, which no page told an app to read)
         self.context = info.ctx_id
         self.waited_for = waited_for  # it was another context's job, which this queue's waited for
         # a later flush of the queue the error reset: the kernel takes no more of its work

@@ -6,6 +6,7 @@ first, the user fence, the kernel last) and Queue.wait_event on the GPU (a CS de
 from __future__ import annotations
 
 import errno
+import sys
 
 from kmd_model.ioctl.copyin import shown
 from kmd_model.uapi import KmdError
@@ -29,6 +30,14 @@ from .winsys.ioctl import DRIVER_CLOSED
 # What a look of Event.signalled() that finds it not signalled costs in device time: about a
 # CPU's uncached read of memory across the bus (0.5-1 us), in cycles of a 100 MHz GPU.
 POLL_CYCLES = 64
+# Looks of signalled() at an event never flushed before the UMD says, once, that it never will
+# be signalled: `while not ev.signalled(): pass` without a flush looped for ever, without a word
+# (10,000 looks: some 50 ms; a multithreaded app's other thread may still flush it)
+UNFLUSHED_LOOKS = 10_000
+# Every how-manieth look of signalled() at a submitted event still unsignalled also asks the
+# kernel (WAIT_CS, no wait): a job that failed left its event unsignalled, and a loop of looks
+# went on for ever (the KMD's job timer had ended it; only wait() and finish() raised its error)
+ASK_KERNEL_LOOKS = 1024
 
 _NEVER = "the queue of this event was closed before the GPU signalled it (its work failed or was cancelled)"
 # (a queue whose close() gave up on its running job: it was _NEVER's "failed or was cancelled")
@@ -63,6 +72,9 @@ class Event(_Handle):
         self._number: int | None = None  # its flush's number (Queue.flushes), once flushed
         self._lost = False  # its submission was refused
         self._call = queue.calls + 1  # the queue's how-manieth call recorded it (Queue.calls, after its label)
+        self._unflushed_looks = 0  # signalled()'s looks at it before its flush (UNFLUSHED_LOOKS)
+        self._looks = 0  # and after it (ASK_KERNEL_LOOKS)
+        self._failed = False  # a wait (or a look) raised its job's GpuError
 
     def _alive(self, call: str) -> None:
         """DeviceLost once the driver closed the Device's file (its page's mapping went with it)."""
@@ -78,7 +90,10 @@ class Event(_Handle):
         GPU gets there, on every backend (on the simulators and the reference model the
         device's time passes only inside the driver: such a loop never ended before). An
         event never flushed stays unsignalled however long it is polled: flush(), or
-        wait(timeout), which flushes."""
+        wait(timeout), which flushes (after UNFLUSHED_LOOKS looks, 10,000, the UMD says so
+        once on stderr: such a loop went on without a word). Every ASK_KERNEL_LOOKS-th look
+        (1024) at a submitted event asks the kernel too (WAIT_CS, no wait), as wait(0): a job
+        that failed raises its GpuError there, once (its event is never signalled)."""
         self._alive("signalled")
         if self._signalled():
             return True
@@ -87,6 +102,15 @@ class Event(_Handle):
             q.ws.elapse(POLL_CYCLES)
             if q.pending:  # (an async flush the submission thread has made since: its seqno, for a Timestamp)
                 submit.collect(q)
+            self._looks += 1
+            if self._seq is not None and self._looks % ASK_KERNEL_LOOKS == 0:
+                return self._wait(0, "signalled")  # (its job's error raised here, once, as wait() raises it)
+        elif not self._lost and not q.closed:
+            self._unflushed_looks = looks = self._unflushed_looks + 1
+            if looks == UNFLUSHED_LOOKS:
+                print(f"umd: Event.signalled(): {self!r} of {q!r} looked at {looks} times, never flushed: the GPU "
+                      "has not got it and will never signal it: flush() the queue first (Event.wait() flushes)",
+                      file=sys.stderr, flush=True)
         return False
 
     def _signalled(self) -> bool:
@@ -104,29 +128,33 @@ class Event(_Handle):
         last; raises GpuError when the GPU failed on this queue. `timeout_cycles=` is the
         keyword's old name, still taken."""
         timeout_cycles = _timeout("wait", _timeout_alias("wait", timeout, timeout_cycles, "timeout_cycles"))
-        self._alive("wait")
+        return self._wait(timeout_cycles, "wait")
+
+    def _wait(self, timeout_cycles: int | None, call: str) -> bool:
+        """wait()'s, for `call` (wait, or signalled's look that asks the kernel)."""
+        self._alive(call)
         q = self._queue
         if self._signalled() and self._proven():
             if (q.watch.jobs or q.async_errors) and self._number is not None:
                 # (memory alone says nothing of a job that failed before, nor of a refusal)
-                failed_jobs.check(q, "wait", upto=self._number)
+                failed_jobs.check(q, call, upto=self._number)
             return True
         if q.closed:  # its close() finished what it could: this will never be signalled
             if q.abandoned and not q.device.closed:  # (its job still runs and writes the page)
-                raise ValueError(f"wait: {_ABANDONED}")
-            raise ValueError(f"wait: {_NEVER}")
+                raise ValueError(f"{call}: {_ABANDONED}")
+            raise ValueError(f"{call}: {_NEVER}")
         if self._seq is None and not self._lost and q.async_submit:
             if self._pending is None:
-                _flush(q, call="wait")  # never flushed
+                _flush(q, call=call)  # never flushed
             q._drain()  # its submission first
         if self._lost:  # refused: raised here with what is pending up to it, unless reported before
             if self._number is not None:
-                failed_jobs.check(q, "wait", upto=self._number)
-            raise SubmitError(errno.ECANCELED, "wait: the submission carrying this event was refused")
+                failed_jobs.check(q, call, upto=self._number)
+            raise SubmitError(errno.ECANCELED, f"{call}: the submission carrying this event was refused")
         if self._seq is None:
-            _flush(q, call="wait")  # never flushed (earlier errors: raised once it is submitted)
+            _flush(q, call=call)  # never flushed (earlier errors: raised once it is submitted)
         try:
-            if not q._wait_seq(self._seq, timeout_cycles, "wait"):  # type: ignore[arg-type]
+            if not q._wait_seq(self._seq, timeout_cycles, call):  # type: ignore[arg-type]
                 return False
             if not self._done() or not self._proven():
                 # its submission has ended but did not signal it (or the queue has seen a job
@@ -136,13 +164,14 @@ class Event(_Handle):
                 try:
                     q.ws.wait_cs(q.ctx_id, self._seq, 0)
                 except KmdError as e:
-                    kmd_errors.raise_from(q, e, "wait")
+                    kmd_errors.raise_from(q, e, call)
             q._reclaim()
         except GpuError as e:  # its job's error, with the errors pending up to it, in flush order
-            failed_jobs.check(q, "wait", upto=self._number, found=(self._number, e))
+            self._failed = True  # (its repr said "pending" for ever)
+            failed_jobs.check(q, call, upto=self._number, found=(self._number, e))
             raise  # (unreachable: check raises `found` at least)
         # a job before this one that failed, a refused flush before it, unless raised already
-        failed_jobs.check(q, "wait", upto=self._number)
+        failed_jobs.check(q, call, upto=self._number)
         return self._done()
 
     def __bool__(self) -> bool:
@@ -157,7 +186,9 @@ class Event(_Handle):
         return True
 
     def __repr__(self) -> str:
-        return f"<umd.Event {self.value} {'lost' if self._lost else 'signalled' if self._signalled() else 'pending'}>"
+        state = ("lost" if self._lost else "failed" if self._failed
+                 else "signalled" if self._signalled() else "pending")
+        return f"<umd.Event {self.value} {state}>"
 
 
 class Timestamp(Event):
@@ -177,6 +208,8 @@ class Timestamp(Event):
     def __repr__(self) -> str:
         if self._reused:
             return "<umd.Timestamp (its slot was taken again)>"
+        if self._failed:
+            return "<umd.Timestamp failed>"
         return f"<umd.Timestamp {self.cycles} cycles>" if self._signalled() else "<umd.Timestamp pending>"
 
     def _signalled(self) -> bool:

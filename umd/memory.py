@@ -9,13 +9,14 @@ from __future__ import annotations
 import errno
 import operator
 from dataclasses import dataclass
+from enum import IntFlag
 from typing import Any, Callable
 
 import numpy as np
 
 from kmd_model.ioctl.copyin import shown
 from kmd_model.mm.mapping import sub_mapping
-from kmd_model.uapi import Domain, InfoQuery, KmdError, MappingRevoked
+from kmd_model.uapi import Domain as KmdDomain, InfoQuery, KmdError, MappingRevoked
 
 from .args import _flag, _index
 from .errors import OPEN_NEW_DEVICE, DeviceLost, OutOfMemory
@@ -24,7 +25,22 @@ from .winsys.ioctl import DRIVER_CLOSED
 from .winsys.pool import Backing, PoolStats, _mib
 from .winsys.va import VaStats
 
-DOMAINS = {"gtt": Domain.GTT, "vram": Domain.VRAM}
+DOMAINS = {"gtt": KmdDomain.GTT, "vram": KmdDomain.VRAM}
+
+
+class Domain(IntFlag):
+    """Where a Buffer's memory is (Buffer.domain): the uAPI's Domain values (kmd_model.uapi's,
+    which it equals, as an int), printed as alloc() names them: "gtt", "vram" (Python 3.11
+    printed the uAPI's IntFlag as its number, 2 or 4)."""
+
+    GTT = int(KmdDomain.GTT)
+    VRAM = int(KmdDomain.VRAM)
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
@@ -49,12 +65,12 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
             n = operator.index(domain) if not isinstance(domain, bool) else None
         except Exception:  # (not an integer, or the app's __index__ raised)
             n = None
-        dom = Domain(n) if n in DOMAINS.values() else None
+        dom = KmdDomain(n) if n in DOMAINS.values() else None
     if dom is None:
         raise ValueError(f"alloc: domain must be 'gtt' or 'vram', not {shown(domain)}")
     zero = _flag("alloc", "zero", zero)
     try:
-        backing, offset, slab, fresh = self.mm.alloc(size, Domain(dom), alignment)
+        backing, offset, slab, fresh = self.mm.alloc(size, KmdDomain(dom), alignment)
         lacking = None
     except OutOfMemory as e:
         if _owner is not None or str(e).startswith("alloc:"):
@@ -67,7 +83,7 @@ def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignmen
             raise
         raise DeviceLost(f"alloc: {e.message}") from e
     if lacking is not None:  # (outside the handler: not "During handling of the above exception")
-        raise OutOfMemory(f"alloc: {_larger_than_the_heap(self, size, Domain(dom)) or lacking}")
+        raise OutOfMemory(f"alloc: {_larger_than_the_heap(self, size, KmdDomain(dom)) or lacking}")
     buf = Buffer(self, backing, offset, size, dom, slab)
     buf.owner = _owner
     if zero and not fresh:
@@ -103,8 +119,19 @@ class MemoryReport:
     va: VaStats
     pools: PoolStats
 
+    def __str__(self) -> str:
+        """What print(gpu.memory()) shows: the heaps and the VA range in MiB, in one line (it
+        was the dataclasses' repr, every count in bytes, some 700 characters)."""
+        heaps = "; ".join(f"{name} {_mib(h.total)}: {_mib(h.used)} used, the largest buffer that fits "
+                          f"{_mib(h.largest_free)}"
+                          for name, h in (("VRAM", self.vram), ("GTT", self.gtt)))
+        va = self.va
+        return (f"{heaps}; GPU VA {_mib(va.end - va.start)}: {_mib(va.used)} used by "
+                f"{va.allocations} allocation{'s' * (va.allocations != 1)}, the largest free range "
+                f"{_mib(va.largest_free)} (used counts the kernel's own buffers too; repr() has every field)")
 
-def _larger_than_the_heap(self: Device, size: int, dom: Domain) -> str | None:
+
+def _larger_than_the_heap(self: Device, size: int, dom: KmdDomain) -> str | None:
     """Why an allocation the VA range had no room for could never be had, when it is larger
     than its whole heap: alloc(1 << 40) said "GPU virtual address space exhausted", as if
     freeing buffers would make room."""
@@ -154,17 +181,18 @@ class Buffer(_Handle):
     size = fixed("Buffer", "size", ": alloc() makes a buffer of another size", doc="its size in bytes, as "
                                                                                   "alloc() was asked")
     domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other",
-                   doc="where the kernel placed its memory: the uAPI's Domain (GTT or VRAM)")
+                   doc="where the kernel placed its memory, as alloc() names it: a Domain (umd.memory.Domain.GTT "
+                       "or .VRAM, equal to the uAPI's values) that prints as \"gtt\" or \"vram\"")
     slab = fixed("Buffer", "slab", doc="the slab it was carved from (a buffer of 16 KiB or less), or None")
     freed = record("Buffer", "freed", "free() sets it")
 
-    def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: Domain, slab=None):
+    def __init__(self, device: Device, backing: Backing, bo_offset: int, size: int, domain: KmdDomain, slab=None):
         self._device = device
         self._backing = backing
         self._bo_offset = bo_offset
         self._gpu_addr = backing.va + bo_offset
         self._size = size
-        self._domain = domain
+        self._domain = Domain(int(domain))
         self._slab = slab
         self.owner = None  # the Queue whose own buffer it is (its page, IBs, staging); None: the app's
         self._view: np.ndarray | None = None
@@ -173,24 +201,36 @@ class Buffer(_Handle):
         self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
     def map(self, _call: str = "map") -> np.ndarray:
-        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO)."""
+        """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO). A view
+        (or a slice of one) used after the buffer's free() raises ValueError naming the free;
+        a copy (view.copy()) is the app's own."""
         if self.freed:
             raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
         if self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked: it was handed out dead)
             raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
             # a mapping of its own, revoked at free(): its bytes (a slab's entry, a cached BO)
-            # go to the next buffer, which a view kept past free() must not write
-            self._view, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
-                                                   self.bo_offset + self.size, self._mapping_lost)
+            # go to the next buffer, which a view kept past free() must not write. The app's
+            # view is a sub-mapping of the one free() revokes, so that a use raises what
+            # _mapping_lost makes of it (a use of a revoked sub-mapping itself would be
+            # kmd_model's MappingRevoked, which no UMD document names)
+            own, self._revoke = sub_mapping(self.backing.map(self.device.ws), self.bo_offset,
+                                            self.bo_offset + self.size)
+            self._view, _ = sub_mapping(own, 0, self.size, self._mapping_lost)
         return self._view
 
     def _mapping_lost(self, why: str) -> Exception:
-        """What a view of the buffer raises once its BO's mapping is revoked under it: the
-        driver closed the Device's file (its unload or reload), as every call of the Device
-        then says; kmd_model's MappingRevoked was an internal class no UMD document names."""
+        """What a view of the buffer raises once its mapping is revoked under it: the driver
+        closed the Device's file (its unload or reload), as every call of the Device then
+        says; or the app freed the buffer (Buffer.free, Device.close), a ValueError as every
+        call given a freed buffer raises. kmd_model's MappingRevoked was an internal class
+        no UMD document names."""
         if self.device.ws.lost():
             return DeviceLost(f"a view of {self!r} (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+        if self.freed:
+            return ValueError(f"a view of {self!r} (Buffer.map, Buffer.u32) used after the buffer was freed "
+                              f"({self._freed_how}): its memory may be another buffer's now: copy what you "
+                              "need (view.copy()) before freeing it")
         return MappingRevoked(why)  # (no Buffer's BO is closed under it otherwise: free() revokes the view first)
 
     @property

@@ -349,7 +349,7 @@ def cs_ioctls(q, first_ib: tuple[int, int], ibs: list, sizes: list, deps: list,
     ncs = 0
     interrupted: BaseException | None = None
     for k in range(0, len(ibs), step):
-        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q.ip_type)
+        chunks = [CsChunkIb(n, gpu_addr=b.gpu_addr, ip_type=q._ip_type)
                   for b, n in zip(ibs[k:k + step], sizes[k:k + step])]
         while True:
             try:
@@ -428,7 +428,7 @@ def dep_chunk(q, seq: int) -> CsChunkDep | None:
     still runs (close() gave up waiting), is ECANCELED, as the KMD cancels a job whose
     dependency failed."""
     if not q.closed:
-        return CsChunkDep(q.ip_type, 0, q.ctx_id, seq)
+        return CsChunkDep(q._ip_type, 0, q.ctx_id, seq)
     if q.seq_done(seq):
         return None
     raise KmdError(errno.ECANCELED, "CS: wait_event: the event's queue was closed before the job carrying the event "

@@ -20,6 +20,7 @@ from .record import Queue
 
 _POLL_INTERVAL = packets.WAIT_REG_MEM.field("POLL_INTERVAL")
 COMPARE = {"always": "ALWAYS", "<": "LT", "<=": "LE", "==": "EQ", "!=": "NE", ">=": "GE", ">": "GT"}
+_SYMBOL = {fn: sym for sym, fn in COMPARE.items()}
 
 
 # -- entry points (the dispatch tables name these)
@@ -58,7 +59,10 @@ def queue_write_batched(self: Queue, buf: Buffer, offset: int, data: Any) -> Non
 def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int = M32,
                    compare: str = "==", poll_interval: int = 16) -> None:
     """GPU-side wait: the queue stops until (dword at buf+offset & mask) <compare> ref
-    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >)."""
+    (WAIT_REG_MEM; unsigned compare: always, <, <=, ==, !=, >=, >). A wait no dword can
+    end, its mask and ref deciding it alone (== a ref with bits outside mask, != 0 with
+    mask 0, < 0, >= a ref above mask, > a ref at mask or above), is a ValueError: it would
+    stop the queue until the KMD's job timer ended the job (a raw one, emit_raw(), runs)."""
     addr = _own_buffer(self.device, "wait_mem", "buf", buf)._range("wait_mem", offset, 4)
     fn = COMPARE.get(compare, compare) if isinstance(compare, str) else None
     if fn not in COMPARE.values():
@@ -67,6 +71,9 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
     for name, v in (("ref", ref), ("mask", mask)):
         if not 0 <= v <= M32:
             raise ValueError(f"wait_mem: {name} must fit in 32 bits, not {v:#x}")
+    if (why := _never_holds(fn, ref, mask)) is not None:
+        raise ValueError(f"wait_mem: (dword & {mask:#x}) {_SYMBOL[fn]} {ref:#x} can never hold ({why}): the queue "
+                         "would stop there until the KMD's job timer ends the job: fix ref, mask or compare")
     top = _POLL_INTERVAL.max  # (a copy queue takes it in 16-clock units: it fits there too)
     if not 0 <= (poll_interval := _index("wait_mem", "poll_interval", poll_interval)) <= top:
         raise ValueError(f"wait_mem: poll_interval must be in [0, {top}], not {poll_interval}")
@@ -76,6 +83,22 @@ def queue_wait_mem(self: Queue, buf: Buffer, offset: int, ref: int, *, mask: int
         pkt = pm4.wait_reg_mem(addr, ref, mask, fn, poll_interval=poll_interval)
     self.cmdbuf.emit(pkt, self._label("wait_mem"))
     self._end_command()
+
+
+def _never_holds(fn: str, ref: int, mask: int) -> str | None:
+    """Why (dword & mask) <fn> ref holds for no dword, or None when some dword makes it hold.
+    The masked value is any of mask's subsets: 0 at least, mask at most (unsigned)."""
+    if fn == "EQ" and ref & ~mask:
+        return f"the masked dword never has ref's bits {ref & ~mask:#x}, outside mask"
+    if fn == "NE" and mask == 0 and ref == 0:
+        return "the masked dword is always 0"
+    if fn == "LT" and ref == 0:
+        return "no unsigned dword is below 0"
+    if fn == "GE" and mask < ref:
+        return f"the masked dword is at most mask, {mask:#x}"
+    if fn == "GT" and mask <= ref:
+        return f"the masked dword is at most mask, {mask:#x}"
+    return None
 
 
 def queue_emit_raw(self: Queue, dwords: Any) -> None:

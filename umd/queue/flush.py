@@ -183,7 +183,7 @@ def _take_recorded(self: Queue) -> list:
 def queue_finish(self: Queue, timeout: int | None = DEFAULT_TIMEOUT) -> None:
     """Flush, then wait until the GPU has done everything submitted on this queue (an
     async queue's flushes included), then raise every error the app was not told of, once,
-    together (umd/failed_jobs.py): a refused flush, a failed job, the last job's.
+    together (umd/failures/failed_jobs.py): a refused flush, a failed job, the last job's.
     `timeout` is in GPU cycles, as every wait's (None: no bound but the KMD's job timer);
     when they pass first, GpuTimeout is raised (where Event.wait returns False), as the
     last note of the errors pending, if any."""

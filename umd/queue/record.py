@@ -12,6 +12,7 @@ import bisect
 import errno
 from collections import deque
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -75,8 +76,10 @@ class IbPool:
 
     def get(self) -> Buffer:
         q = self.queue
+        # (named by the app's call that needs it: "new IB: ..." named none, to an app that wrote)
+        what = f"{q._recording} (a new IB)" if q._recording else "new IB"
         if not self.free:
-            q._throttle("new IB")
+            q._throttle(what)
         if self.free:
             return self.free.pop()
         got: list[Buffer] = []
@@ -87,7 +90,7 @@ class IbPool:
                 return got[0]
             return None
 
-        buf = q._alloc_or_wait(4 * self.size_dw, "new IB", reclaimed=reclaimed)
+        buf = q._alloc_or_wait(4 * self.size_dw, what, reclaimed=reclaimed)
         self.created += not got
         return buf
 
@@ -123,6 +126,20 @@ def _dma_chunk(q: "Queue", v) -> int:
     if not 1 <= v <= top:
         raise ValueError(f"Queue.dma_chunk must be in [1, {top:#x}] (one packet's most on this engine), not {v}")
     return v
+
+
+class IpType(IntEnum):
+    """Queue.ip_type: the uAPI's HwIp of the queue's ring, equal to it (an int, a key), printed
+    by name: Python 3.11 printed the uAPI's IntEnum as its number (0, 2)."""
+
+    GFX = int(HwIp.GFX)
+    DMA = int(HwIp.DMA)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
 
 
 def _fixed(name: str, keyword: str = "", *, doc: str):
@@ -166,8 +183,9 @@ class Queue(_Dispatched):
                               "queue(async_submit=))")
     ctx_id = _fixed("ctx_id", doc="the id of the queue's KMD context (CTX ALLOC), as the KMD's messages name it")
     copy_engine = _fixed("copy_engine", "engine", doc='True for a queue of engine="copy"')
-    ip_type = _fixed("ip_type", "engine", doc="the uAPI's ring type its CS ioctls name (kmd_model.uapi.HwIp: "
-                                              "GFX or DMA)")
+    ip_type = property(lambda self: IpType(self._ip_type), _fixed("ip_type", "engine", doc="").fset,
+                       doc="the uAPI's ring type its CS ioctls name (kmd_model.uapi.HwIp's GFX or DMA, which it "
+                           "equals), printed by name (read-only)")
     has_dma = _fixed("has_dma", doc="whether its engine moves memory itself (copy, fill, upload, download as "
                                     "DMA packets): a copy queue always, a gfx queue when the CP has a DMA engine "
                                     "(DEV_INFO.has_dma); without it fill is dword-aligned WRITE_DATA")
@@ -250,6 +268,7 @@ class Queue(_Dispatched):
         # CS ioctls beyond one per flush up to it), so seq_of(n) finds the n-th flush's last seqno
         self._extra_cs: list[tuple[int, int]] = []
         self.calls = 0
+        self._recording: str | None = None  # the call recording now (_label): what waits for a new IB name
         # the number of the last call that recorded a command: a call that raised after taking
         # its number (its wait for an IB interrupted) recorded nothing (wait_event's check)
         self.last_recorded = 0
@@ -299,6 +318,7 @@ class Queue(_Dispatched):
         raises takes them all back)."""
         self.cmdbuf.begin()
         self.calls += 1
+        self._recording = call
         return Label(f"Queue.{call}() #{self.calls}", self.calls)
 
     def _end_command(self) -> None:

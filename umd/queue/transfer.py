@@ -131,7 +131,10 @@ def queue_upload(self: Queue, dst: Buffer, dst_offset: int, data: Any) -> None:
         try:
             view = memoryview(data)
         except TypeError:
-            raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}") \
+            # (a list of ints is write()'s data: which width its numbers are is the app's to say)
+            hint = (": a list of dwords is np.array(data, '<u4'), or write()'s data"
+                    if isinstance(data, (list, tuple)) else "")
+            raise TypeError(f"upload: data must be bytes-like or a numpy array, not {type(data).__name__}{hint}") \
                 from None
         # (a strided view's bytes in order: cast() takes only a contiguous one)
         raw = np.frombuffer(view.cast("B") if view.c_contiguous else view.tobytes(), dtype=np.uint8)

@@ -77,7 +77,7 @@ def _held_flushes(dev, n: int):
             q.flush()  # raises when it cannot submit: still recorded
             i, recorded = i + 1, False
         except umd.GpuTimeout as e:
-            assert re.fullmatch(rf"(new IB|flush): queue \(context {q.ctx_id}\) has 8 submissions in flight, "
+            assert re.fullmatch(rf"(write \(a new IB\)|flush): queue \(context {q.ctx_id}\) has 8 submissions in flight, "
                                 rf"its limit \(max_inflight=8\), and the oldest \(seqno {q.inflight[0].seq:#x}\) "
                                 r"has not finished after 20000 cycles", str(e)), str(e)
             timed_out += 1
@@ -110,7 +110,7 @@ def check_out_of_memory(dev):
     while gtt.largest_free >= 0x1000:
         hog.append(gpu.alloc(gtt.largest_free, "gtt"))
     q.write(buf, 4, 2)  # reuses the pooled IB: no memory needed
-    with pytest.raises(umd.OutOfMemory, match=rf"^new IB: no memory for 0x1000 bytes on queue \(context "
+    with pytest.raises(umd.OutOfMemory, match=rf"^write \(a new IB\): no memory for 0x1000 bytes on queue \(context "
                        rf"{q.ctx_id}\), with nothing of its own in flight \(max_inflight=32\): ENOMEM: "
                        r"GEM_CREATE: no 0x1000 bytes free in GTT"):
         for i in range(300):  # more than one IB's worth, recorded before a flush

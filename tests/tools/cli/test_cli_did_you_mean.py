@@ -92,3 +92,34 @@ def test_a_mistyped_kmd_parameter_or_log_module_names_the_one_meant(capsys):
     # nothing close: the lists alone, as before
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--kmd", "speed=3").startswith(
         "gpucosim run: error: --kmd: unknown KMD parameter 'speed' (known: ")
+
+
+def test_an_app_given_without_run_says_run(capsys):
+    """`gpucosim examples/hello.py --sim model` (the README's line without `run`) was argparse's
+    "argument SUBCOMMAND: invalid choice: 'examples/hello.py' (choose from 'run', 'sim', ...)";
+    it names the command meant, whole, and a mistyped subcommand the one meant."""
+    assert usage_error(capsys, "examples/hello.py", "--sim", "model") == (
+        "gpucosim: error: 'examples/hello.py' is not a SUBCOMMAND: to run an app, gpucosim run examples/hello.py "
+        "--sim model")
+    assert usage_error(capsys, "my app.py") == (  # (quoted as a shell needs it)
+        "gpucosim: error: 'my app.py' is not a SUBCOMMAND: to run an app, gpucosim run 'my app.py'")
+    assert usage_error(capsys, "rnu", "examples/hello.py") == (
+        "gpucosim: error: 'rnu' is not a SUBCOMMAND: did you mean run? choose run, sim, bench, disasm, regs, plot "
+        "(gpucosim --help)")
+    assert usage_error(capsys, "dissasm", "x.txt") == (
+        "gpucosim: error: 'dissasm' is not a SUBCOMMAND: did you mean disasm? choose run, sim, bench, disasm, regs, "
+        "plot (gpucosim --help)")
+    assert capsys.readouterr().out == ""
+
+
+def test_a_log_pair_after_a_space_names_log(capsys):
+    """`--log ioctl=info ring=debug` (a space where the comma goes) gave ring=debug to the app,
+    and the usage error said only that nobody knew it: it names --log."""
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "--log", "ioctl=info", "ring=debug") == (
+        "gpucosim run: error: neither gpucosim nor the app knows ring=debug: did you mean --log ring=debug? (--log "
+        "takes a comma list: ioctl=info,ring=debug) (examples/hello.py reads no arguments; gpucosim run --help lists "
+        "the options)")
+    # an app's own key=value is no log module's: no guess
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "size=4") == (
+        "gpucosim run: error: neither gpucosim nor the app knows size=4 (examples/hello.py reads no arguments; "
+        "gpucosim run --help lists the options)")

@@ -233,14 +233,14 @@ def test_flush_limit_is_exact():
     assert len(q.inflight) == 2
     msg = (f"queue (context {q.ctx_id}) has 2 submissions in flight, its limit (max_inflight=2), and the oldest "
            f"(seqno {q.inflight[0].seq:#x}) has not finished after 5000 cycles")
-    _raises(umd.GpuTimeout, f"new IB: {msg}", q.write, buf, 8, 3)  # needs an IB: none is free
+    _raises(umd.GpuTimeout, f"write (a new IB): {msg}", q.write, buf, 8, 3)  # needs an IB: none is free
     q2 = gpu.queue(flush_threshold=1000, max_inflight=1)
     q2.timeout = 5000
     q2.write(buf, 0x10, 4)
     seq = q2.flush()
     msg2 = (f"queue (context {q2.ctx_id}) has 1 submission in flight, its limit (max_inflight=1), and the oldest "
             f"(seqno {seq:#x}) has not finished after 5000 cycles")
-    _raises(umd.GpuTimeout, f"new IB: {msg2}", q2.write, buf, 0x14, 5)
+    _raises(umd.GpuTimeout, f"write (a new IB): {msg2}", q2.write, buf, 0x14, 5)
     hold.release()
     q.write(buf, 8, 3)
     q2.write(buf, 0x14, 5)
@@ -579,7 +579,8 @@ def test_a_queue_short_of_memory_waits_for_its_oldest_submission():
     q.upload(dst, 0, data)
     seq = q.flush()
     hog = _hog_gtt(gpu, kmd)
-    with pytest.raises(umd.OutOfMemory, match=rf"^new IB: no memory for 0x1000 bytes on queue \(context {q.ctx_id}\), "
+    with pytest.raises(umd.OutOfMemory, match=rf"^write \(a new IB\): no memory for 0x1000 bytes on queue "
+                       rf"\(context {q.ctx_id}\), "
                        rf"and its oldest submission \(seqno {seq:#x}\) has not finished after 5000 cycles \(1 in "
                        r"flight, max_inflight=32\): ENOMEM: GEM_CREATE: no 0x1000 bytes free in GTT"):
         for i in range(5000):  # past the IBs the first part left in the queue's pool
@@ -622,7 +623,7 @@ def test_waits_on_a_lost_device_say_what_waited():
     hog = _hog_gtt(gpu, kmd)  # (before the loss: a lost device makes no memory)
     dev.stuck = True
     hold.bo.u32[0x200] = 1  # the CP runs into the bad packet; its reset will not take
-    with pytest.raises(umd.DeviceLost, match=r"^new IB: WAIT_CS: soft reset: CP not idle after 2000 cycles"):
+    with pytest.raises(umd.DeviceLost, match=r"^write \(a new IB\): WAIT_CS: soft reset: CP not idle after 2000 cycles"):
         for i in range(5000):  # a new IB, no memory: waits for its submission in flight, which runs the reset
             mem.write(buf, 4 * (i % 0x400), i)
     lost = re.escape(f"WAIT_CS: {kmd.wedged}")

@@ -552,6 +552,6 @@ def test_a_lost_device_refuses_memory_with_device_lost():
         gpu.alloc(0x1000)
     with pytest.raises(umd.DeviceLost, match=f"^queue: {lost}$"):
         gpu.queue()
-    with pytest.raises(umd.DeviceLost, match=f"^new IB: {lost}$"):
+    with pytest.raises(umd.DeviceLost, match=f"^write \\(a new IB\\): {lost}$"):
         for i in range(100):  # more than the first IB holds: a new IB
             q.write(buf, 4 * (i % 0x400), i)

@@ -6,6 +6,7 @@ packets, read-after-write between transfers, and the argument errors. Bodies are
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -91,8 +92,11 @@ def check_transfer_errors(dev):
         q.copy(a, 0x10, a, 0x0, 0x20)
     with pytest.raises(ValueError, match=r"^upload: \[0xff, 0x101\) is outside the 0x100-byte buffer$"):
         q.upload(a, 0xFF, b"ab")
-    for data, kind in (([1, 2], "list"), ("ab", "str"), (7, "int")):  # bytes-like or an array only
-        with pytest.raises(TypeError, match=rf"^upload: data must be bytes-like or a numpy array, not {kind}$"):
+    # bytes-like or an array only (a list, or a tuple, is said to be write()'s)
+    dwords = ": a list of dwords is np.array(data, '<u4'), or write()'s data"
+    for data, kind in (([1, 2], "list" + dwords), ((1, 2), "tuple" + dwords), ("ab", "str"), (7, "int")):
+        with pytest.raises(TypeError, match=rf"^upload: data must be bytes-like or a numpy array, not "
+                                            rf"{re.escape(kind)}$"):
             q.upload(a, 0, data)
     q.upload(a, 0, bytearray(b"\x01\x02"))
     q.upload(a, 2, memoryview(np.array([0x0403], "<u2")))  # any buffer: its bytes
