@@ -28,7 +28,10 @@ its next value changes) and runs the group's assignments only when one differs. 
 it skips would have assigned each register its own value; `!==` counts an X or Z next
 value as a change, so unknown values propagate as before. Only whole, unsigned registers
 of their next value's width are gated (then `q === next` means the assignment changes
-nothing); any other runs every cycle.
+nothing); any other runs every cycle. The groups' tests are tested in turn in sets of
+GATE_SETS, behind a continuous `|` of the set's group tests: an idle gpu_top loaded 226
+group tests a cycle (each a `%load` through a `dynamic_cast`), now one per set and the
+tests of the sets that changed (docs/architecture.md, "Speed round 19").
 
 A wire Amaranth assigns in parts (a `data.Struct` signal, field by field: `assign x[7:4]
 = a; assign x[3:0] = b;`) has several drivers, which Icarus resolves through a
@@ -63,6 +66,7 @@ _DECL = re.compile(r"^  (?:reg|wire|input|output|inout) (signed )?(?:\[(\d+):(\d
 # a register assignment this rewrite may gate: a whole declared vector from a whole one
 _WHOLE = re.compile(r"^(\\\S+ |[A-Za-z_][\w$]*)\s*<=\s*(\\\S+ |[A-Za-z_][\w$]*)\s*;$")
 GATE_GROUP = 8  # registers that share one "has any changed" test (docs/architecture.md, "Issue 13's greenlet round")
+GATE_SETS = 4  # group tests behind one test of the set (docs/architecture.md, "Speed round 19")
 
 
 def _declared(module: str) -> dict[str, tuple[int, bool]]:
@@ -75,10 +79,13 @@ def _declared(module: str) -> dict[str, tuple[int, bool]]:
     return out
 
 
-def _gated(assigns: list[str], decls: dict[str, tuple[int, bool]], clock: str, tag: str) -> tuple[str, str]:
+def _gated(assigns: list[str], decls: dict[str, tuple[int, bool]], clock: str, tag: str,
+           group_size: int = GATE_GROUP, set_size: int = GATE_SETS) -> tuple[str, str]:
     """(declarations, process) for one clock's register assignments, in groups of
-    GATE_GROUP: a group's assignments run only when one of its registers' next values
-    differs (`!==`, so an X or Z next value counts too) from the register."""
+    `group_size`: a group's assignments run only when one of its registers' next values
+    differs (`!==`, so an X or Z next value counts too) from the register. The group tests
+    are read in sets of `set_size`, each behind the `|` of its groups' tests (a set that
+    did not change skips all its groups, as each of them would have)."""
     plain, groups, decl_text = [], [], []
     for a in assigns:
         mo = _WHOLE.match(a.strip())
@@ -88,24 +95,34 @@ def _gated(assigns: list[str], decls: dict[str, tuple[int, bool]], clock: str, t
         # q === d. Anything else runs every cycle, as before.
         if wq is None or wq != wd or wq[1]:
             plain.append(a)
-        elif groups and len(groups[-1]) < GATE_GROUP:
+        elif groups and len(groups[-1]) < group_size:
             groups[-1].append((q, d, a))
         else:
             groups.append([(q, d, a)])
     body = "".join(f"    {a}\n" for a in plain)
-    for k, group in enumerate(groups):
-        flag = f"\\icarus$changed${tag}${k} "
-        test = " | ".join(f"({q} !== {d})" for q, d, _ in group)
-        decl_text.append(f"  wire {flag} = {test};\n")
-        body += f"    if ({flag}) begin\n" + "".join(f"      {a}\n" for _, _, a in group) + "    end\n"
+    for first in range(0, len(groups), set_size):
+        flags, inner = [], ""
+        for k in range(first, min(first + set_size, len(groups))):
+            flag = f"\\icarus$changed${tag}${k} "
+            test = " | ".join(f"({q} !== {d})" for q, d, _ in groups[k])
+            decl_text.append(f"  wire {flag} = {test};\n")
+            flags.append(flag)
+            inner += f"    if ({flag}) begin\n" + "".join(f"      {a}\n" for _, _, a in groups[k]) + "    end\n"
+        if len(flags) == 1:  # a set of one group: its own test is the set's
+            body += inner
+            continue
+        any_flag = f"\\icarus$any${tag}${first // set_size} "
+        decl_text.append(f"  wire {any_flag} = {' | '.join(flags)};\n")
+        body += f"    if ({any_flag}) begin\n" + "".join(f"  {line}\n" for line in inner.splitlines()) + "    end\n"
     return "".join(decl_text), f"  always @(posedge {clock}) begin\n{body}  end\n"
 
 
-def merge_register_blocks(verilog: str, gate: bool = True) -> str:
+def merge_register_blocks(verilog: str, gate: bool = True, group_size: int = GATE_GROUP,
+                          set_size: int = GATE_SETS) -> str:
     """`verilog` with each module's one-assignment `always @(posedge clk)` processes merged
     into one process per clock, placed at the end of the module (after every declaration).
     With `gate`, the assignments are grouped, and a group runs only when one of its
-    registers is about to change (`_gated`)."""
+    registers is about to change (`_gated`, with its sizes)."""
     out, start = [], 0
     for end in _MODULE_END.finditer(verilog):
         module = verilog[start:end.start()]
@@ -119,7 +136,7 @@ def merge_register_blocks(verilog: str, gate: bool = True) -> str:
         decls = _declared(module) if gate else {}
         for n, (clock, assigns) in enumerate(by_clock.items()):
             if gate:
-                wires, process = _gated(assigns, decls, clock, str(n))
+                wires, process = _gated(assigns, decls, clock, str(n), group_size, set_size)
                 module += wires + process
             else:
                 body = "".join(f"    {a}\n" for a in assigns)

@@ -98,6 +98,26 @@ def test_register_assignments_are_gated_in_groups():
     assert sorted(_ASSIGN.findall(plain)) == sorted(_ASSIGN.findall(gated))
 
 
+def test_group_tests_are_read_in_sets():
+    """Groups of 1 in sets of 2: each set's test is the `|` of its groups' tests, and its
+    groups' tests are read inside it alone; every assignment is kept."""
+    text = _convert("top")
+    gated = merge_register_blocks(text, group_size=1, set_size=2)
+    sets = re.findall(r"^  wire (\\icarus\$any\$\S+ ) = (.*);$", gated, re.M)
+    assert sets, gated
+    groups = set(re.findall(r"^  wire (\\icarus\$changed\$\S+ ) =", gated, re.M))
+    inside = []
+    for flag, test in sets:
+        members = [f + " " for f in re.findall(r"(\\icarus\$changed\$\S+) ", test)]
+        assert len(members) == 2 and test == " | ".join(members), test
+        body = gated.split(f"if ({flag}) begin\n", 1)[1]
+        for m in members:  # each group's test is inside its set's `if`, before the set's end
+            assert body.index(f"if ({m}) begin") < body.index("\n    end\n"), (flag, m)
+        inside += members
+    assert len(inside) == len(set(inside)) and set(inside) <= groups
+    assert sorted(_ASSIGN.findall(gated)) == sorted(_ASSIGN.findall(text))
+
+
 def test_registers_of_other_widths_or_signed_run_every_cycle():
     text = ("module m(input clk, input [7:0] d, input signed [3:0] s);\n"
             "  reg [7:0] q = 8'h00;\n  reg [3:0] r = 4'h0;\n  reg signed [3:0] t = 4'sh0;\n"
@@ -122,12 +142,15 @@ def test_other_processes_are_left_as_they_are():
 
 
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog not found: apt-get install iverilog")
-def test_merged_registers_hold_the_same_values_every_cycle(tmp_path):
+@pytest.mark.parametrize("sizes", [{}, {"group_size": 1, "set_size": 2}], ids=["default", "sets_of_groups"])
+def test_merged_registers_hold_the_same_values_every_cycle(tmp_path, sizes):
     """Amaranth's Verilog and its merged copy side by side under Icarus, on random inputs:
-    every output equal at every edge of both clocks."""
+    every output equal at every edge of both clocks (with the default sizes, and with
+    groups small enough that the group tests are read in sets)."""
     (tmp_path / "orig.v").write_text(_convert("orig"))
-    merged = merge_part_assigns(merge_register_blocks(_convert("merged")))
+    merged = merge_part_assigns(merge_register_blocks(_convert("merged"), **sizes))
     assert "icarus$changed" in merged and re.search(r"assign \S+ +=\s*\{", merged)
+    assert ("icarus$any" in merged) == bool(sizes)
     (tmp_path / "merged.v").write_text(merged)
 
     def inst(module: str, x: str) -> str:
