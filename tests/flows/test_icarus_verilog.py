@@ -13,6 +13,7 @@ import pytest
 from amaranth import Array, ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Signal
 from amaranth.back import verilog
 from amaranth.lib import data
+from amaranth.lib.memory import Memory
 
 from testbench.sim.design import kick_time_zero
 from testbench.sim.icarus_verilog import (AMARANTH_HEADER, GATE_GROUP, comb_blocks_to_assigns, icarus_sources,
@@ -27,7 +28,8 @@ _BEAT = data.StructLayout({"data": 8, "first": 1, "tag": 3})
 
 class _Sub(Elaboratable):
     """A shift register and a register loaded on an enable: NBAs whose order matters; a
-    struct assigned field by field (Yosys: one `assign` per field) and registered."""
+    struct assigned field by field (Yosys: one `assign` per field) and registered; a
+    memory with a write port and a synchronous read port (Yosys: a clocked process each)."""
 
     def __init__(self):
         self.d = Signal(8)
@@ -42,6 +44,11 @@ class _Sub(Elaboratable):
         m.d.sync += [a.eq(self.d), b.eq(a), self.q.eq(b ^ held ^ kept.data ^ kept.tag ^ kept.first)]
         with m.If(self.en):
             m.d.sync += [held.eq(a + b), kept.eq(beat)]
+        m.submodules.mem = mem = Memory(shape=8, depth=4, init=[1, 2, 3, 4])
+        wr, rd = mem.write_port(), mem.read_port()
+        m.d.comb += [wr.addr.eq(self.d[:2]), wr.data.eq(a), wr.en.eq(self.d[2]),
+                     rd.addr.eq(self.d[3:5]), rd.en.eq(self.d[5] | self.en)]
+        m.d.sync += self.q.eq(b ^ held ^ kept.data ^ kept.tag ^ kept.first ^ rd.data)
         return m
 
 
@@ -80,8 +87,9 @@ def test_register_processes_become_one_per_module_and_clock():
     assert not _ONE_REGISTER.findall(merged)
     assert sorted(_ASSIGN.findall(merged)) == sorted(_ASSIGN.findall(text))  # every assignment kept
     for module in re.findall(r"^module .*?^endmodule", merged, re.M | re.S):
-        clocks = re.findall(r"always @\(posedge ([\w$]+)\) begin", module)
-        assert len(clocks) == len(set(clocks))
+        clocks = re.findall(r"always @\(posedge ([\w$]+)\)", module)
+        assert len(clocks) == len(set(clocks))  # the memory's ports too
+    assert re.search(r"^\s+\w+\[[^\n]*\] <= ", text, re.M), "the design has no memory write port"
 
 
 def test_register_assignments_are_gated_in_groups():
@@ -132,13 +140,17 @@ def test_registers_of_other_widths_or_signed_run_every_cycle():
     assert body.index("r <= d;") < body.index("if (") and body.index("t <= s;") < body.index("if (")
 
 
-def test_other_processes_are_left_as_they_are():
-    text = ("module m(input clk, input en, input [1:0] a, input [7:0] d);\n"
-            "  reg [7:0] mem [0:3];\n"
-            "  always @(posedge clk) begin\n    if (en)\n      mem[a] <= d;\n  end\n"
-            "  always @(negedge clk)\n    x <= d;\n"
-            "endmodule\n")
-    assert merge_register_blocks(text) == text
+def test_memory_ports_join_the_clocks_process_and_other_processes_are_left_as_they_are():
+    """A memory port (a clocked process with a body) moves into its clock's one process, as
+    it is; a process on another edge stays where it was."""
+    head = ("module m(input clk, input en, input [1:0] a, input [7:0] d);\n"
+            "  reg [7:0] mem [0:3];\n")
+    port = "    if (en)\n      mem[a] <= d;\n"
+    other = "  always @(negedge clk)\n    x <= d;\n"
+    text = head + "  always @(posedge clk) begin\n" + port + "  end\n" + other + "endmodule\n"
+    for gate in (True, False):
+        assert merge_register_blocks(text, gate=gate) == (head + other + "  always @(posedge clk) begin\n" + port
+                                                          + "  end\n" + "endmodule\n")
 
 
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog not found: apt-get install iverilog")
