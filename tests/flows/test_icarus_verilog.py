@@ -13,6 +13,7 @@ import pytest
 from amaranth import Array, ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Signal
 from amaranth.back import verilog
 from amaranth.lib import data
+from amaranth.lib.memory import Memory
 
 from testbench.sim.design import kick_time_zero
 from testbench.sim.icarus_verilog import (AMARANTH_HEADER, GATE_GROUP, comb_blocks_to_assigns, icarus_sources,
@@ -27,7 +28,8 @@ _BEAT = data.StructLayout({"data": 8, "first": 1, "tag": 3})
 
 class _Sub(Elaboratable):
     """A shift register and a register loaded on an enable: NBAs whose order matters; a
-    struct assigned field by field (Yosys: one `assign` per field) and registered."""
+    struct assigned field by field (Yosys: one `assign` per field) and registered; a
+    memory with a write port and a synchronous read port (Yosys: a clocked process each)."""
 
     def __init__(self):
         self.d = Signal(8)
@@ -42,6 +44,11 @@ class _Sub(Elaboratable):
         m.d.sync += [a.eq(self.d), b.eq(a), self.q.eq(b ^ held ^ kept.data ^ kept.tag ^ kept.first)]
         with m.If(self.en):
             m.d.sync += [held.eq(a + b), kept.eq(beat)]
+        m.submodules.mem = mem = Memory(shape=8, depth=4, init=[1, 2, 3, 4])
+        wr, rd = mem.write_port(), mem.read_port()
+        m.d.comb += [wr.addr.eq(self.d[:2]), wr.data.eq(a), wr.en.eq(self.d[2]),
+                     rd.addr.eq(self.d[3:5]), rd.en.eq(self.d[5] | self.en)]
+        m.d.sync += self.q.eq(b ^ held ^ kept.data ^ kept.tag ^ kept.first ^ rd.data)
         return m
 
 
@@ -80,8 +87,9 @@ def test_register_processes_become_one_per_module_and_clock():
     assert not _ONE_REGISTER.findall(merged)
     assert sorted(_ASSIGN.findall(merged)) == sorted(_ASSIGN.findall(text))  # every assignment kept
     for module in re.findall(r"^module .*?^endmodule", merged, re.M | re.S):
-        clocks = re.findall(r"always @\(posedge ([\w$]+)\) begin", module)
-        assert len(clocks) == len(set(clocks))
+        clocks = re.findall(r"always @\(posedge ([\w$]+)\)", module)
+        assert len(clocks) == len(set(clocks))  # the memory's ports too
+    assert re.search(r"^\s+\w+\[[^\n]*\] <= ", text, re.M), "the design has no memory write port"
 
 
 def test_register_assignments_are_gated_in_groups():
@@ -98,6 +106,26 @@ def test_register_assignments_are_gated_in_groups():
     assert sorted(_ASSIGN.findall(plain)) == sorted(_ASSIGN.findall(gated))
 
 
+def test_group_tests_are_read_in_sets():
+    """Groups of 1 in sets of 2: each set's test is the `|` of its groups' tests, and its
+    groups' tests are read inside it alone; every assignment is kept."""
+    text = _convert("top")
+    gated = merge_register_blocks(text, group_size=1, set_size=2)
+    sets = re.findall(r"^  wire (\\icarus\$any\$\S+ ) = (.*);$", gated, re.M)
+    assert sets, gated
+    groups = set(re.findall(r"^  wire (\\icarus\$changed\$\S+ ) =", gated, re.M))
+    inside = []
+    for flag, test in sets:
+        members = [f + " " for f in re.findall(r"(\\icarus\$changed\$\S+) ", test)]
+        assert len(members) == 2 and test == " | ".join(members), test
+        body = gated.split(f"if ({flag}) begin\n", 1)[1]
+        for m in members:  # each group's test is inside its set's `if`, before the set's end
+            assert body.index(f"if ({m}) begin") < body.index("\n    end\n"), (flag, m)
+        inside += members
+    assert len(inside) == len(set(inside)) and set(inside) <= groups
+    assert sorted(_ASSIGN.findall(gated)) == sorted(_ASSIGN.findall(text))
+
+
 def test_registers_of_other_widths_or_signed_run_every_cycle():
     text = ("module m(input clk, input [7:0] d, input signed [3:0] s);\n"
             "  reg [7:0] q = 8'h00;\n  reg [3:0] r = 4'h0;\n  reg signed [3:0] t = 4'sh0;\n"
@@ -112,22 +140,29 @@ def test_registers_of_other_widths_or_signed_run_every_cycle():
     assert body.index("r <= d;") < body.index("if (") and body.index("t <= s;") < body.index("if (")
 
 
-def test_other_processes_are_left_as_they_are():
-    text = ("module m(input clk, input en, input [1:0] a, input [7:0] d);\n"
-            "  reg [7:0] mem [0:3];\n"
-            "  always @(posedge clk) begin\n    if (en)\n      mem[a] <= d;\n  end\n"
-            "  always @(negedge clk)\n    x <= d;\n"
-            "endmodule\n")
-    assert merge_register_blocks(text) == text
+def test_memory_ports_join_the_clocks_process_and_other_processes_are_left_as_they_are():
+    """A memory port (a clocked process with a body) moves into its clock's one process, as
+    it is; a process on another edge stays where it was."""
+    head = ("module m(input clk, input en, input [1:0] a, input [7:0] d);\n"
+            "  reg [7:0] mem [0:3];\n")
+    port = "    if (en)\n      mem[a] <= d;\n"
+    other = "  always @(negedge clk)\n    x <= d;\n"
+    text = head + "  always @(posedge clk) begin\n" + port + "  end\n" + other + "endmodule\n"
+    for gate in (True, False):
+        assert merge_register_blocks(text, gate=gate) == (head + other + "  always @(posedge clk) begin\n" + port
+                                                          + "  end\n" + "endmodule\n")
 
 
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="Icarus Verilog not found: apt-get install iverilog")
-def test_merged_registers_hold_the_same_values_every_cycle(tmp_path):
+@pytest.mark.parametrize("sizes", [{}, {"group_size": 1, "set_size": 2}], ids=["default", "sets_of_groups"])
+def test_merged_registers_hold_the_same_values_every_cycle(tmp_path, sizes):
     """Amaranth's Verilog and its merged copy side by side under Icarus, on random inputs:
-    every output equal at every edge of both clocks."""
+    every output equal at every edge of both clocks (with the default sizes, and with
+    groups small enough that the group tests are read in sets)."""
     (tmp_path / "orig.v").write_text(_convert("orig"))
-    merged = merge_part_assigns(merge_register_blocks(_convert("merged")))
+    merged = merge_part_assigns(merge_register_blocks(_convert("merged"), **sizes))
     assert "icarus$changed" in merged and re.search(r"assign \S+ +=\s*\{", merged)
+    assert ("icarus$any" in merged) == bool(sizes)
     (tmp_path / "merged.v").write_text(merged)
 
     def inst(module: str, x: str) -> str:
