@@ -122,8 +122,35 @@ def _prog(main: Callable) -> str:
     return name.removesuffix(".__main__").removesuffix(".cli").removesuffix(".run")
 
 
+def _interrupt_again(previous: Callable) -> Callable:
+    """sys.unraisablehook for a command's run: a ^C whose KeyboardInterrupt was raised inside
+    a finalizer (a weakref.finalize or __del__ the garbage collector ran at that moment: a
+    memory mapping's munmap, in every difftest stream) is one Python ignores: it printed
+    "Exception ignored in: <finalize object ...>" and a traceback, and the campaign ran on
+    as if no ^C had come (a 100,000-stream difftest for 48 minutes). It is raised again in
+    the main thread instead (_thread.interrupt_main, as a new SIGINT), without the traceback;
+    any other exception goes to the hook there was. From another thread, a moment later:
+    made here, on the main thread (or while threading's start() waits for its thread), the
+    new interrupt was raised inside this hook, and ignored again."""
+    import _thread
+    import time
+
+    def again() -> None:
+        time.sleep(0.01)  # (the main thread out of the finalizer and this hook by then)
+        _thread.interrupt_main()
+
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _thread.start_new_thread(again, ())
+            return
+        previous(unraisable)
+
+    return hook
+
+
 def pipe_safe(main: F) -> F:
-    """A CLI's main with stdout PipeSafe while it runs (nested: the outer one already is)."""
+    """A CLI's main with stdout PipeSafe while it runs (nested: the outer one already is),
+    and a ^C that lands in a finalizer raised again (_interrupt_again)."""
 
     @functools.wraps(main)
     def run(*args, **kwargs):
@@ -133,6 +160,8 @@ def pipe_safe(main: F) -> F:
         lenient_stdout()
         saved = sys.stdout
         sys.stdout = safe = PipeSafe(saved)
+        saved_hook = sys.unraisablehook
+        sys.unraisablehook = _interrupt_again(saved_hook)
         prog = _prog(main)
         try:
             code = main(*args, **kwargs)
@@ -147,6 +176,7 @@ def pipe_safe(main: F) -> F:
             return 128 + int(getattr(e, "signum", 2))
         finally:
             sys.stdout = saved
+            sys.unraisablehook = saved_hook
         if safe.lost is not None:
             print(f"{prog}: cannot write the output to stdout: {safe.lost.strerror or safe.lost} (it is incomplete)",
                   file=sys.stderr, flush=True)
