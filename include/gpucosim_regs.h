@@ -510,7 +510,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_GET(v) (((v) & GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_MASK) >> GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_SHIFT)
 #define GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_SHIFT) & GPUCOSIM_PERF_DMA_BYTES_READ_COUNT_MASK)
 
-/* PERF_DMA_BYTES_WRITTEN: DMA bytes written. Bytes the DMA engine wrote */
+/* PERF_DMA_BYTES_WRITTEN: DMA bytes written. Bytes the DMA engine wrote: a write burst the bus or the MMU refuses counts none */
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN          0x110u
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_RESET    0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_DMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */
@@ -968,7 +968,7 @@ enum gpucosim_cp_error {
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_GET(v) (((v) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK) >> GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT)
 #define GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SET(x) (((uint32_t)(x) << GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_SHIFT) & GPUCOSIM_PERF_SDMA_BYTES_READ_COUNT_MASK)
 
-/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted */
+/* PERF_SDMA_BYTES_WRITTEN: SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly (a write burst the bus or the MMU refuses counts none); WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN         0x44cu
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_RESET   0x00000000u  /* every field the hardware drives: reads the device's state */
 #define GPUCOSIM_PERF_SDMA_BYTES_WRITTEN_COUNT_SHIFT 0  /* [31:0] R */

@@ -386,7 +386,7 @@ class PERF_DMA_BYTES_READ(Register):
 
 
 class PERF_DMA_BYTES_WRITTEN(Register):
-    """DMA bytes written. Bytes the DMA engine wrote."""
+    """DMA bytes written. Bytes the DMA engine wrote: a write burst the bus or the MMU refuses counts none."""
     NAME = "PERF_DMA_BYTES_WRITTEN"
     ADDR = 0x110
     RESET = 0x00000000
@@ -764,7 +764,7 @@ class PERF_SDMA_BYTES_READ(Register):
 
 
 class PERF_SDMA_BYTES_WRITTEN(Register):
-    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly; WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted."""
+    """SDMA bytes written. Bytes COPY_LINEAR and CONSTANT_FILL wrote, exactly (a write burst the bus or the MMU refuses counts none); WRITE_LINEAR's and FENCE's writes, which do not go through the copy engine, are not counted."""
     NAME = "PERF_SDMA_BYTES_WRITTEN"
     ADDR = 0x44c
     RESET = 0x00000000

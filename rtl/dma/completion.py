@@ -8,8 +8,8 @@
   and `err_addr` of the first error, and the pipeline is reset to empty.
 - `abort` (the CP's soft reset): the same stop-and-drain for every queued command,
   without `done`.
-- Counters (pulses, for the CSR block to accumulate): `perf_rd_bytes`, `perf_wr_bytes`,
-  `perf_busy`."""
+- Counters (pulses, for the CSR block to accumulate): `perf_rd_bytes` (each R beat),
+  `perf_wr_bytes` (each write burst's bytes, when its B answers OKAY), `perf_busy`."""
 
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ def completion(m: Module, dma, s) -> None:
     f_wr, f_rd, f_hv, res, avail = s.take("f_wr f_rd f_hv res avail")
     ar_out, ar_valid, r_act, r_fire, r_err = s.take("ar_out ar_valid r_act r_fire r_err")
     x, x_act, x_first, x_k, flush_pending = s.take("x x_act x_first x_k flush_pending")
-    a_act, aw_valid, bq, bq_ne, bq_rp, wq_ne, w_beat, w_fire = s.take(
-        "a_act aw_valid bq bq_ne bq_rp wq_ne w_beat w_fire")
+    a_act, aw_valid, bq, bq_ne, bq_rp, wq_ne, w_beat = s.take("a_act aw_valid bq bq_ne bq_rp wq_ne w_beat")
     bqh = bq.head
     m.d.comb += bus.bready.eq(bq_ne & ~bqh.nob)
     b_fire = Signal()
@@ -111,6 +110,8 @@ def completion(m: Module, dma, s) -> None:
         dma.idle.eq(~dma.busy),
         dma.perf_busy.eq(dma.busy),
         dma.perf_rd_bytes.eq(Mux(r_fire, B, 0)),
-        dma.perf_wr_bytes.eq(Mux(w_fire, sum(bus.wstrb[i] for i in range(B)), 0)),
+        # a burst's bytes once its B answers OKAY: a burst the bus or the MMU refuses wrote
+        # nothing (the strobes of each W beat, counted before, included those)
+        dma.perf_wr_bytes.eq(Mux(b_fire & (bus.bresp == RESP_OKAY), bqh.bytes, 0)),
     ]
     return m

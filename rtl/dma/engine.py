@@ -57,7 +57,8 @@ accepted command has been answered (what a RELEASE_MEM after DMA work waits for)
 ahead): for a client whose decisions must not start at the pointers' compare.
 
 Counters (pulses, for the CSR block to accumulate): `perf_rd_bytes` bus bytes of each
-R beat taken, `perf_wr_bytes` bytes written (strobes set) by each W beat, `perf_busy`.
+R beat taken, `perf_wr_bytes` the bytes of each write burst whose B answers OKAY (a burst
+the bus or the MMU refuses wrote nothing), `perf_busy`.
 
 With `vm` (behind the MMU, rtl/mmu.py): each command carries its VMID (`cmd_vmid`),
 which goes out with its reads and writes in AxUSER (access DMA_READ / DMA_WRITE); the
@@ -161,7 +162,8 @@ class DMAEngine(wiring.Component):
             "abort": In(1),
             "done": Out(1), "resp": Out(2), "err_addr": Out(addr_width),
             "busy": Out(1), "busy_r": Out(1), "idle": Out(1),
-            "perf_rd_bytes": Out(range(nb + 1)), "perf_wr_bytes": Out(range(nb + 1)),
+            "perf_rd_bytes": Out(range(nb + 1)),
+            "perf_wr_bytes": Out(range(min(max_burst_beats, 4096 // nb) * nb + 1)),
             "perf_busy": Out(1),
             "bus": Out(AXI4Signature(addr_width, data_width, id_width,
                                      REQ_USER.size if vm else 0, RESP_USER.size if vm else 0)),

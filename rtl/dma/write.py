@@ -4,7 +4,8 @@
   only when all its beats are in the data FIFO (fills: at once), so the W channel, which
   a bus mux locks to one master per burst, is never held waiting for read data. Each
   burst leaves an entry for the W stream (wq: length, which byte lanes its first and
-  last beats carry, a fill's pattern) and one for B (bq, read by completion.py). A
+  last beats carry, a fill's pattern) and one for B (bq, read by completion.py: the
+  burst's first byte, for an error, and its byte count, for the counter). A
   command's first AW waits for the earlier commands' bursts, which wait for their data,
   so its writes never overtake an earlier command's reads.
 - W stream: FIFO beats (or the fill pattern) with byte strobes for the partial first
@@ -29,10 +30,12 @@ from .queue import LutramQueue
 
 def aw_issuer(m: Module, dma, s) -> None:
     """Write bursts for each command of qw, once their data is in the FIFO."""
-    bus, AW, Q, lb, mbw, qpw, wr_ptr, aw_ptr = s.take("bus AW Q lb mbw qpw wr_ptr aw_ptr")
+    bus, AW, B, Q, lb, mbw, qpw, wr_ptr, aw_ptr = s.take("bus AW B Q lb mbw qpw wr_ptr aw_ptr")
+    bnd_beats = s.bnd_beats
     in_scope, qw, ar_fire, r_res = s.take("in_scope qw ar_fire r_res")
     avail, res, push, pop = s.take("avail res push pop")
-    bq_layout = data.StructLayout({"addr": AW, "last": 1, "nob": 1})
+    # `bytes`: what the burst writes, counted when its B answers OKAY (completion.py)
+    bq_layout = data.StructLayout({"addr": AW, "last": 1, "nob": 1, "bytes": range(bnd_beats * B + 1)})
     wq_layout = data.StructLayout({"len": mbw, "first": 1, "last": 1, "lane": lb, "end_lane": lb,
                                    "fill": 1, "pattern": 32})
     bq_wp = Signal(qpw)
@@ -92,6 +95,8 @@ def aw_issuer(m: Module, dma, s) -> None:
         m.d.comb += [
             bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
             bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
+            bq.w.data.bytes.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
+                               Mux(aw.last, B - 1 - a_end_lane, 0)),
             wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
             wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
             wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
@@ -139,4 +144,4 @@ def w_stream(m: Module, dma, s) -> None:
         m.d.sync += w_beat.eq(w_beat + 1)
         with m.If(w_lastbeat):
             m.d.sync += [w_beat.eq(0), wq_rp.eq(wq_rp + 1)]
-    s.give(w_beat=w_beat, w_fire=w_fire)
+    s.give(w_beat=w_beat)

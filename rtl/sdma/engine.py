@@ -591,8 +591,8 @@ class SdmaEngine(wiring.Component):
         rd_bytes = Signal(32)
         wr_bytes = Signal(32)
         # the DMA engine's byte pulses a cycle late, as the CP's (pm4/dma_data.py; PERF_CLEAR
-        # drops them): `perf_wr_bytes` is the W handshake's strobe count, and through the
-        # adder it was `sdma_32`'s critical path (the R address -> the strobes ->
+        # drops them): `perf_wr_bytes` (a burst's bytes once its B answers OKAY) was the W
+        # handshake's strobe count, and through the adder it was `sdma_32`'s critical path (the R address -> the strobes ->
         # `perf_sdma_bytes_written`, 10.10 ns, its 4 endpoints short of 100 MHz)
         # (and the parser's pop too: `perf_sdma_dwords_fetched` behind it was 20-31 bits of
         # the top's failing endpoints, 10.7-11.5 ns)

@@ -349,6 +349,7 @@ ICARUS_SECONDS = {
     "contract_engines__check_a_packet_whose_payload_cannot_be_fetched_is_not_counted": 2.97,
     "contract_engines__check_errors_inside_a_chained_ib": 1.49,
     "contract_engines__check_byte_counters_count_the_copy_engines_alone": 0.82,
+    "contract_engines__check_byte_counters_count_no_refused_write": 0.97,
     "contract_engines__check_dwords_fetched_up_to_a_packet_error": 1.79,  # (driver-writer-13: more cases, queue 1)
     # (driver-writer-5: one Icarus session each, 64-bit bus, 6 December 2026)
     "contract_driver__check_release_mem_without_data_and_a_fill_value": 0.06,

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, RING, RING1, RPTR1_WB, SRING, SRPTR_WB,
-                                                  Ring, SdmaRing, bring_up, dma_data, expect_error, expect_sdma_error,
-                                                  ib, lo_hi, pm4, pm4_packets, release_mem, sdma, sdma_packets,
-                                                  wait_mem, write_data)
+from tests.model.contract.contract_driver import (IB1, IB1B, IB2, M32, OUT, PA_CODE, RING, RING1, RPTR1_WB, SRING,
+                                                  SRPTR_WB, VA_CODE, VA_RO, Ring, SdmaRing, bring_up, dma_data,
+                                                  expect_error, expect_sdma_error, ib, lo_hi, map_vmid1, pm4,
+                                                  pm4_packets, release_mem, sdma, sdma_packets, wait_mem,
+                                                  write_data)
 from tests.model.contract.control.test_contract_edges import HIGH_BITS
 
 
@@ -333,6 +334,46 @@ def check_byte_counters_count_the_copy_engines_alone(dev):
         [g.read(c) for c in counters]
 
 
+
+def check_byte_counters_count_no_refused_write(dev):
+    """registers.md: PERF_DMA_BYTES_WRITTEN and PERF_SDMA_BYTES_WRITTEN count the bytes written:
+    a write burst the bus refuses (past memory's end: DECERR) or the MMU refuses (a read-only
+    page: VM fault) writes nothing and counts nothing, on the RTL as on the model. Memory ends
+    at 64 MiB, a 4 KiB boundary, where every bus width splits its bursts, so a fill half
+    inside counts exactly its bytes inside; a fill far past the end, whose bursts all go out
+    before the first refusal comes back, counts none (the RTL counted every W beat's strobes
+    handed to the bus: 64, 256 and 0x400 where the model said 0, 128 and 0)."""
+    g, ring, ih = bring_up(dev)
+    end = 64 << 20
+    op = pm4_packets()["DMA_DATA"].opcode
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    written = []
+    for dst, n in ((end, 64), (end - 128, 256), (end + 0x1000, 0x400)):
+        ring.submit(dma_data(dst, 0x01020304, n, SRC_SEL="DATA"))
+        expect_error(ring, ih, "BUS_DECERR", "RING", op, max(dst, end), 0)
+        written.append(g.read("PERF_DMA_BYTES_WRITTEN"))
+    assert written == [0, 128, 128], f"PERF_DMA_BYTES_WRITTEN after each refused fill: {written}"
+    assert g.r32(end - 128, 32) == [0x01020304] * 32, "the half inside was written"
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    S = sdma_packets()
+    written = []
+    for dst, n in ((end, 64), (end - 128, 256), (end + 0x1000, 0x400)):
+        s.submit(sdma("CONSTANT_FILL", SRC_DATA=5, COUNT=n - 1, **lo_hi("DST_ADDR", dst)))
+        expect_sdma_error(s, ih, "BUS_DECERR", "RING", S["CONSTANT_FILL"].opcode, max(dst, end), 0)
+        written.append(g.read("PERF_SDMA_BYTES_WRITTEN"))
+    assert written == [0, 128, 128], f"PERF_SDMA_BYTES_WRITTEN after each refused fill: {written}"
+    # the MMU's refusal: a read-only page, from its first byte and from 8 bytes before it
+    map_vmid1(g)
+    g.write("CONTROL", g.value("CONTROL", PERF_CLEAR=1))
+    written = []
+    for dst, n in ((VA_RO, 64), (VA_RO - 8, 64)):
+        body = sdma("CONSTANT_FILL", SRC_DATA=6, COUNT=n - 1, **lo_hi("DST_ADDR", dst))
+        g.w32(PA_CODE, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE, 5), IB_SIZE=len(body), VMID=1))
+        expect_sdma_error(s, ih, "VM_FAULT", "IB1", S["CONSTANT_FILL"].opcode, VA_RO, 0)
+        written.append(g.read("PERF_SDMA_BYTES_WRITTEN"))
+    assert written == [0, 8], f"PERF_SDMA_BYTES_WRITTEN after each fill of a read-only page: {written}"
+
 def check_dwords_fetched_up_to_a_packet_error(dev):
     """PERF_DWORDS_FETCHED after a packet error (no DMA error: exact, the model's count the
     RTL's) counts the packets before it and what the failing packet's checks read: its header
@@ -437,7 +478,8 @@ def check_sdma_dwords_fetched_up_to_a_packet_error(dev):
 CHECKS = [check_ib_size_every_bit_up_to_the_largest, check_count_fields_out_of_range,
           check_packet_addresses_reach_the_bus, check_every_header_type_and_unknown_opcodes,
           check_a_packet_whose_payload_cannot_be_fetched_is_not_counted, check_errors_inside_a_chained_ib,
-          check_byte_counters_count_the_copy_engines_alone, check_dwords_fetched_up_to_a_packet_error,
+          check_byte_counters_count_the_copy_engines_alone, check_byte_counters_count_no_refused_write,
+          check_dwords_fetched_up_to_a_packet_error,
           check_sdma_dwords_fetched_up_to_a_packet_error]
 
 
