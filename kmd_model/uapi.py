@@ -44,7 +44,8 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   misaligned address, offset or size; an unknown context id (CTX, CS, a dependency,
   WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
-  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping (a closed BO's too, once
+  a MAP has waited 2 * job_timeout for its jobs: GemCloseArgs) or leaves the VM's; a
   CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
   a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside one mapping
   of the file's VM with the permission it needs (an IB: EXECUTABLE), and an IB of any ring
@@ -97,6 +98,14 @@ for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts
 them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs
 caused ban_after_hangs (3) resets is banned, a file whose jobs timed out
 file_ban_after_hangs (8) times too (EIO).
+
+Ids: a BO handle (GemCreateOut.handle) and a context id (CtxOut.ctx_id) are the file's
+own, 1 .. 0x7FFFFFFF (idr's ids, positive ints: they fit the u32 fields and a C int). Each
+is the next above the last one the file handed out of its kind that it does not hold, from
+1 again after 0x7FFFFFFF (idr_alloc_cyclic): one closed or freed comes back only once the
+ids have wrapped round to it (a stale one is unknown until then, not a new object), and a
+live one never does. amdgpu's idr_alloc hands out the lowest free one (so a closed handle
+at once), its context ids below 4,096.
 """
 
 from __future__ import annotations
@@ -206,7 +215,7 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
-    """A new BO: its handle (the file's own, > 0, never one the file closed before) and
+    """A new BO: its handle (the file's own, 1 .. 0x7FFFFFFF: Ids, above) and
     size. Its pages are the kernel's to place: map it with GEM_VA to reach it from the GPU,
     GEM_MMAP from the CPU."""
 
@@ -219,8 +228,14 @@ class GemCloseArgs:
     # the BO to close: its handle and CPU mappings go at once; its GPU mappings and memory once
     # no job uses it (INFO MEMORY counts it until then). A job submitted before still reaches
     # it, and so does a later job no checker reads (the DMA ring's); a later GFX CS naming
-    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, a
-    # CLEAR takes the range at once (a job reaching it then faults)
+    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, for
+    # 2 * job_timeout cycles at most (KmdParams: 1,000,000 at the defaults), counted from the
+    # call (one made again after an EINTR waits afresh), then goes ahead as over a live BO's
+    # mapping: a MAP is EINVAL (the range overlaps the closed BO's mapping: the message says
+    # closed), a REPLACE takes the range (a job still reaching it reaches the new BO: VaOp); a
+    # CLEAR takes the range at once (a job reaching it then faults). amdgpu differs: its
+    # GEM_CLOSE frees the range at once (amdgpu_vm_bo_del, the page-table update ordered
+    # behind the VM's jobs), so a MAP there neither waits nor fails
     handle: int
 
 
@@ -312,7 +327,7 @@ class CtxOp(IntEnum):
     # their memory and user fences, and another context's job that depends on one still waits
     # for it; its id goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
     # syncobjs to outlive it, so wait for its jobs after by their user fences, or GEM_WAIT_IDLE
-    # on a BO they use) and is not handed out again by the file
+    # on a BO they use) and is not handed out again by the file until its ids wrap (Ids, above)
     FREE = 2
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
@@ -410,7 +425,7 @@ class HwErrorInfo:
 
 @dataclass(frozen=True)
 class CtxOut:
-    ctx_id: int = 0  # ALLOC: the new context's id (> 0, never one the file freed); FREE, QUERY_STATE: the one named
+    ctx_id: int = 0  # ALLOC: the new context's id (1 .. 0x7FFFFFFF: Ids, above); FREE, QUERY_STATE: the one named
     reset_status: ResetStatus = ResetStatus.NO_RESET  # QUERY_STATE: the context's, over every ring
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,

@@ -102,8 +102,12 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
         taken = vm.overlapping(va, size)
         if taken:
             t = taken[0]
+            # (a closed BO's: its jobs still ran when the wait above gave up, which says so: the
+            # client closed that BO, and a bare "overlaps" read as a bug of its own bookkeeping)
+            why = (f" (closed; its jobs still ran {2 * kmd.params.job_timeout} cycles (2 * job_timeout) after "
+                   "the GEM_VA began waiting for them)" if t.bo.closed else "")
             raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
-                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}")  # (GEM_CREATE named it)
+                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}{why}")  # (GEM_CREATE named it)
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
     if op in (VaOp.CLEAR, VaOp.REPLACE):

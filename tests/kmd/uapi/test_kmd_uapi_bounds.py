@@ -1,0 +1,160 @@
+"""The bounds docs/uapi.md (kmd_model/uapi.py) states to an outside UMD writer that the
+other uAPI tests did not hold: how long a GEM_VA MAP or REPLACE waits for a closed BO's jobs
+(GemCloseArgs: 2 * job_timeout, then MAP is EINVAL and REPLACE takes the range), and how
+BO handles and context ids wrap (the module's Ids: 1 .. 0x7FFFFFFF, idr_alloc_cyclic, never
+a live one). The helpers are test_kmd_uapi_contract.py's and test_kmd_uapi_lifetimes.py's;
+each test drives render nodes through their ioctls alone, but for the id counters a test
+sets where 2**31 - 3 creations would have left them.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.uapi import CtxOp, Request, VaOp, WaitCsArgs
+from spec import pm4
+from testbench.refmodel import RefModel
+
+from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, ib, refused
+from tests.kmd.uapi.test_kmd_uapi_lifetimes import held, now
+
+W = Request.WAIT_CS
+ID_MAX = 0x7FFF_FFFF
+
+
+def _closed_bo_held_by(u: Umd, n: int):
+    """A BO `t` mapped RW at tva, then n contexts' jobs each held in a WAIT_REG_MEM (released
+    by the dword at va + 0x3000), the last one writing 0x77 to tva after; then t closed. Each
+    hold is reset by the job timer in turn (job_timeout * 9/8 each): t lives n of those."""
+    ctxs = [u.ctx() for _ in range(n)]
+    h, u32, va = u.bo(0x4000)
+    t = u.create(PAGE)
+    tva = u.va
+    u.va += 0x2000
+    u.map(t, tva, PAGE, flags=RW)
+    jobs = [held(u, c, u32, h, va, pm4.write_data(tva, [0x77]) if i == n - 1 else (), offset=0x100 * i)
+            for i, c in enumerate(ctxs)]
+    u.close_bo(t)
+    return ctxs, jobs, u32, tva
+
+
+T = 20_000  # job_timeout
+
+
+def test_a_map_over_a_closed_bos_range_waits_2_job_timeouts_then_is_einval_and_replace_takes_it():
+    """GemCloseArgs: a MAP over the range of a closed BO that jobs still use waits for them for
+    2 * job_timeout cycles from the call, then is EINVAL (the range overlaps the closed BO's
+    mapping, said closed), changing nothing; a REPLACE waits as long, then takes the range,
+    and a job still reaching it reaches the new BO (VaOp). Five holds, reset one after the
+    other, keep the closed BO in use for some 5.6 job timeouts."""
+    kmd_model.bind(RefModel(), job_timeout=T, fallback_poll=1_000)
+    u = Umd()
+    ctxs, jobs, u32, tva = _closed_bo_held_by(u, 5)
+    new = u.create(PAGE)
+    new32 = u.mmap(new).view("<u4")
+    t0 = now(u)
+    e = refused(errno.EINVAL, "GEM_VA", u.map, new, tva, PAGE, 0, RW)
+    took = now(u) - t0
+    assert 2 * T <= took < 2 * T + 2_000, took
+    assert e.message == (f"GEM_VA: [{tva:#x}, {tva + PAGE:#x}) overlaps the mapping [{tva:#x}, {tva + PAGE:#x}) of "
+                         f"fd{u.f.fd}:2 (closed; its jobs still ran {2 * T} cycles (2 * job_timeout) after the GEM_VA "
+                         "began waiting for them)")
+    assert u.io(W, WaitCsArgs(ctxs[-1], jobs[-1], 0)).busy  # (the last hold still holds it)
+    t0 = now(u)
+    u.map(new, tva, PAGE, flags=RW, op=VaOp.REPLACE)
+    took = now(u) - t0
+    assert 2 * T <= took < 2 * T + 2_000, took
+    assert u.io(W, WaitCsArgs(ctxs[-1], jobs[-1], 0)).busy
+    u32[0x3000 // 4] = 1  # the holds left run on: the last writes the range, now the new BO's
+    assert u.wait(ctxs[-1], jobs[-1]) and new32[0] == 0x77
+    refused(errno.EINVAL, "GEM_VA", u.map, u.create(PAGE), tva, PAGE)  # (the new BO is there)
+
+
+def test_a_map_whose_closed_bos_jobs_end_within_the_wait_maps():
+    """The other side of the bound: jobs that end before 2 * job_timeout (two holds, reset
+    after some 2.25 job timeouts in all, the MAP made after the first reset) let the MAP go
+    ahead once the closed BO is freed, with no error."""
+    kmd_model.bind(RefModel(), job_timeout=T, fallback_poll=1_000)
+    u = Umd()
+    ctxs, jobs, u32, tva = _closed_bo_held_by(u, 2)
+    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctxs[0], jobs[0], 2 * T)  # the first hold's reset
+    new = u.create(PAGE)
+    t0 = now(u)
+    u.map(new, tva, PAGE, flags=RW)
+    assert now(u) - t0 < 2 * T
+    refused(errno.ECANCELED, "WAIT_CS", u.wait, ctxs[1], jobs[1], 0)  # the MAP came after its reset
+
+
+def test_a_map_made_again_after_eintr_waits_2_job_timeouts_from_the_new_call():
+    """GemCloseArgs: the 2 * job_timeout counts from the call: a MAP a signal ended (EINTR)
+    and made again (as drmIoctl does) waits the whole 2 * job_timeout again."""
+    t_out = 2_000_000
+    kmd_model.bind(RefModel(), job_timeout=t_out, fallback_poll=1_000)
+    u = Umd()
+    ctxs, jobs, u32, tva = _closed_bo_held_by(u, 4)  # in use for some 4.5 job timeouts
+    new = u.create(PAGE)
+    came = []
+    prev = signal.signal(signal.SIGALRM, lambda *_: came.append(1))
+    t0 = now(u)
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    try:
+        refused(errno.EINTR, "GEM_VA", u.map, new, tva, PAGE, 0, RW)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+    first = now(u) - t0
+    assert came and 2_000 < first < 2 * t_out, first  # (the signal came inside the wait)
+    t0 = now(u)
+    refused(errno.EINVAL, "GEM_VA", u.map, new, tva, PAGE, 0, RW)
+    assert 2 * t_out <= now(u) - t0 < 2 * t_out + 2_000
+    u32[0x3000 // 4] = 1
+    assert u.wait(ctxs[-1], jobs[-1])
+
+
+# ------------------------------------------------------------------------------ ids
+
+def test_bo_handles_wrap_after_0x7fffffff_to_the_next_one_not_in_use():
+    """Ids: handles grow, one closed is not handed out again (a stale one stays unknown), up
+    to 0x7FFFFFFF; then from 1 again, skipping the live ones: a hostile loop of creates and
+    closes never gets a handle past the uAPI's fields (it went on to 2**31 and past 2**32)
+    nor one naming a live BO."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    live = u.create()
+    u.mmap(live)[:4] = 0x5A
+    gone = u.create()
+    u.close_bo(gone)
+    assert (live, gone) == (1, 2) and u.create() == 3
+    u.f.next_handle = ID_MAX - 1  # (where 2**31 - 4 more creations would have left it)
+    assert [u.create(), u.create()] == [ID_MAX - 1, ID_MAX]
+    assert u.create() == gone  # wrapped: 1 is live, 2 was closed
+    assert u.create() == 4  # 3 is live
+    assert u.mmap(live)[:4].tolist() == [0x5A] * 4  # the live BO is untouched, named by its handle
+    u.close_bo(ID_MAX)
+    u.f.next_handle = ID_MAX
+    assert u.create() == ID_MAX and u.create() == 5
+
+
+def test_context_ids_wrap_after_0x7fffffff_to_the_next_one_not_in_use():
+    """Ids: context ids as handles: a freed one stays unknown (EINVAL) until the ids wrap,
+    then the next not in use comes back, never a live one, and never past 0x7FFFFFFF."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    live, gone = u.ctx(), u.ctx()
+    h, u32, va = u.bo(0x4000)
+    seq = u.cs(live, ib(u32, pm4.write_data(va + 0x2000, [1]), handle=h))
+    assert u.wait(live, seq)
+    u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, gone))
+    assert (live, gone) == (1, 2) and u.ctx() == 3
+    refused(errno.EINVAL, "CTX", u.query, gone)
+    u.f.next_ctx_id = ID_MAX  # (where 2**31 - 4 more ALLOCs and FREEs would have left it)
+    assert u.ctx() == ID_MAX
+    back = u.ctx()
+    assert back == gone  # wrapped: 1 is live, 2 was freed
+    assert u.query(back).reset_status == uapi.ResetStatus.NO_RESET
+    refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(back, seq, 0))  # a new context: no seqno of the old
+    assert u.wait(live, seq, 0)  # the live context is as it was
+    assert u.ctx() == 4
