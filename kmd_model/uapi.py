@@ -62,11 +62,14 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
-  a page table for GEM_VA, a page directory at open), or in the shadow pool for long. A
+  a page table for GEM_VA, a page directory at open), or in the shadow pool for a CS's
+  checked copies: a CS waits for room while the pool drains, ENOMEM once nothing in it was
+  freed for 2 * job_timeout (its message counts the caller's own jobs in the pool). A
   CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
   process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
-  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
+  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty by a full
+  reset (CS; a queue reset's guilty context submits on: ResetStatus.GUILTY), or the
   job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
   context's latest job on the ring the job waited for ran on failed (WAIT_CS: amdgpu's wait
   takes the ring's entity first, and amdgpu_ctx_get_entity fails with its last job's error,
@@ -432,8 +435,9 @@ class CtxOut:
     # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
     # None while it has caused none (it was None after a queue reset, GUILTY with no error)
     error: HwErrorInfo | None = None
-    # ring name -> ResetStatus: "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs
-    # where the device has the CP's second queue (they are named GFX ring 0 all the same)
+    # ring name -> ResetStatus, for each ring a reset touched the context's work on ({} until
+    # one did): "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs where the device
+    # has the CP's second queue (they are named GFX ring 0 all the same)
     ring_status: dict = field(default_factory=dict)
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 
@@ -468,12 +472,19 @@ class CsChunkDep:
     """Wait for another job first (AMDGPU_CHUNK_ID_DEPENDENCIES): the job `handle` (its CS
     seqno; 0xFFFFFFFF = the context's latest) that context `ctx_id` (of this file) submitted
     to the ring (ip_type, ip_instance, ring). The jobs may be on different rings; the wait is
-    the scheduler's, on the GPU's side of the CS (no CPU round trip for the client)."""
+    the scheduler's, on the GPU's side of the CS (no CPU round trip for the client). A
+    seqno the context ran on another ring is EINVAL (amdgpu numbers jobs per ring) while
+    the context remembers its ring, for its latest 1,024 jobs (and the file's latest 16,384);
+    an older one that ended well is nothing to wait for, on any ring, as is 0xFFFFFFFF with
+    no job of the context on that ring. A job that failed makes the dependent job fail
+    (ECANCELED) as WaitCsArgs says."""
 
     ip_type: int  # the ring the job waited for ran on: HW IP type ...
     ring: int  # ... and ring index
     ctx_id: int  # the context (of this file) that submitted it
-    handle: int  # its seqno (CsOut.seq), or 0xFFFFFFFF: the context's latest on that ring
+    # its seqno (CsOut.seq), or 0xFFFFFFFF: the context's latest on that ring (a context that
+    # has handed out 0xFFFFFFFF itself, the seqnos wrapping, names that job by it)
+    handle: int
     ip_instance: int = 0  # 0
 
 
@@ -508,7 +519,11 @@ class CsArgs:
 
 @dataclass(frozen=True)
 class CsOut:
-    seq: int  # the job's 32-bit fence seqno: pass it to WAIT_CS
+    # the job's 32-bit fence seqno: pass it to WAIT_CS. One sequence per context over all its
+    # rings: 1 for its first job (KmdParams.initial_seq), one more for each CS it accepts (a
+    # refused one takes none), 0 after 0xFFFFFFFF; WAIT_CS and a dependency take the latest
+    # 2**31 of them (an older one is taken for one not handed out: EINVAL)
+    seq: int
 
 
 @dataclass

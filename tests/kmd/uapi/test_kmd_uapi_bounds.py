@@ -15,7 +15,7 @@ import signal
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import CtxOp, Request, VaOp, WaitCsArgs
-from spec import pm4
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, ib, refused
@@ -158,3 +158,44 @@ def test_context_ids_wrap_after_0x7fffffff_to_the_next_one_not_in_use():
     refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(back, seq, 0))  # a new context: no seqno of the old
     assert u.wait(live, seq, 0)  # the live context is as it was
     assert u.ctx() == 4
+
+
+# ------------------------------------------------------------------------------ seqnos, ring_status
+
+def test_a_contexts_seqnos_are_one_sequence_over_its_rings_from_1():
+    """CsOut.seq: 1 for a context's first job, one more for each CS it accepts, whichever
+    ring (a refused CS takes none), each context its own; ring_status is {} while no reset
+    touched the context's work (CtxOut)."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    a, b = u.ctx(), u.ctx()
+    h, u32, va = u.bo(0x4000)
+    gfx = ib(u32, pm4.write_data(va + 0x2000, [1]), handle=h)
+    assert u.cs(a, gfx) == 1
+    refused(errno.EINVAL, "CS", u.cs, a, uapi.CsChunkIb(8, handle=h, offset=2))
+    if u.info.sdma_rings:
+        u32[0x400:0x408] = sdma.pad(8)
+        assert u.cs(a, uapi.CsChunkIb(8, handle=h, offset=0x1000, ip_type=uapi.HwIp.DMA)) == 2
+    nxt = u.cs(a, gfx)
+    assert nxt == (3 if u.info.sdma_rings else 2) and u.cs(b, gfx) == 1
+    assert u.wait(a, nxt) and u.wait(b, 1)
+    assert u.query(a).ring_status == {} and u.query(b).ring_status == {}
+
+
+def test_wait_cs_takes_seqnos_up_to_2_31_before_the_latest():
+    """CsOut.seq: WAIT_CS and a dependency take a seqno at most 2**31 before the context's
+    latest; an older one is taken for one not handed out (EINVAL), the 32-bit sequence having
+    wrapped. (The context's counters are set as 2**31 more CSs would have left them.)"""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    first = u.cs(ctx, ib(u32, pm4.write_data(va + 0x2000, [1]), handle=h))
+    assert u.wait(ctx, first)
+    c = u.f.contexts[ctx]
+    c.last_seq, c.submitted = (first + (1 << 31)) & 0xFFFF_FFFF, (1 << 31) + 1
+    assert u.wait(ctx, first, 0)  # 2**31 before the latest: ended well long ago
+    nop = ib(u32, pm4.nop(6), offset=0x100, handle=h)
+    u.cs(ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, ctx, first))
+    refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(ctx, first, 0))  # now 2**31 + 1 before it
+    refused(errno.EINVAL, "CS", u.cs, ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, ctx, first))
