@@ -26,7 +26,11 @@ NORMAL) and CAP_PERFMON (INFO COUNTERS' device-wide counters); None: the driver'
 `file.ioctl(request, args)` may be called from any thread. `file.close()` waits until
 none of the file's jobs is queued any more (each in a ring or run, as amdgpu_flush; a
 signal ends the wait, the jobs left queued still run), then releases every BO, context and
-the VM; closing twice is no error, an ioctl after it is EBADF.
+the VM; closing twice is no error, an ioctl after it is EBADF. An ioctl of another thread
+waiting for the GPU as the file closes: a CS, CTX FREE or a GEM_VA MAP or REPLACE ends
+with EBADF when its wait does, having done nothing; a WAIT_CS or GEM_WAIT_IDLE answers as
+its jobs end (they still run). amdgpu differs: the release comes after the ioctls that
+hold the file, which go ahead.
 
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is

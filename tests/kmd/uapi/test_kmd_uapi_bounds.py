@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import errno
 import signal
+import threading
+import time
 
 import kmd_model
 from kmd_model import uapi
@@ -199,3 +201,61 @@ def test_wait_cs_takes_seqnos_up_to_2_31_before_the_latest():
     u.cs(ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, ctx, first))
     refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(ctx, first, 0))  # now 2**31 + 1 before it
     refused(errno.EINVAL, "CS", u.cs, ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, ctx, first))
+
+
+# ------------------------------------------------------------------------------ a file closed under a wait
+
+class _Call(threading.Thread):
+    """One ioctl (or close) in a thread of its own: its answer or exception in `out`."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn, self.out = fn, []
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.out.append(self.fn())
+        except Exception as e:  # noqa: BLE001 (the test looks at it)
+            self.out.append(e)
+
+
+def _inside(kmd, t: _Call) -> None:
+    """Until `t` waits inside the driver (simulated time moves under it)."""
+    since = kmd.dev.now()
+    for _ in range(2000):
+        if kmd.dev.now() > since + 2_000 or not t.is_alive():
+            break
+        time.sleep(0.005)
+    assert t.is_alive() and kmd.dev.now() > since, "the ioctl did not start waiting"
+
+
+def test_a_file_closed_under_waiting_ioctls():
+    """uapi.py, the file: a CTX FREE waiting for its context's queued job when another thread
+    closes the file ends with EBADF (the close waits for that job to reach the ring, here
+    behind another context's job held until the CPU releases it); a WAIT_CS and a
+    GEM_WAIT_IDLE waiting then answer as their jobs end, the file's jobs running on."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40, fallback_poll=1_000, hw_submission_limit=1)
+    u = Umd()
+    a, b = u.ctx(), u.ctx()
+    h, u32, va = u.bo(0x4000)
+    held(u, a, u32, h, va)  # holds the ring (hw_submission_limit 1): b's job stays queued
+    queued = u.cs(b, ib(u32, pm4.write_data(va + 0x2000, [7]), offset=0x100, handle=h))
+    free = _Call(lambda: u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, b)))
+    wait = _Call(lambda: u.io(W, WaitCsArgs(b, queued, (1 << 64) - 1)))
+    idle = _Call(lambda: u.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(h, (1 << 64) - 1)))
+    for t in (free, wait, idle):
+        _inside(kmd, t)
+    phys = u.f.handles[h].gpu_addr  # (where the CPU releases the hold once the file is closed)
+    close = _Call(u.f.close)
+    _inside(kmd, close)
+    assert free.is_alive() and wait.is_alive() and idle.is_alive()
+    kmd.mem32[(phys + 0x3000) // 4] = 1
+    for t in (free, wait, idle, close):
+        t.join(60)
+        assert not t.is_alive()
+    e = free.out[0]
+    assert isinstance(e, uapi.KmdError) and (e.errno, e.message) == (
+        errno.EBADF, "CTX FREE: the file was closed while FREE waited for the context's jobs"), e
+    assert wait.out == [uapi.WaitCsOut(False)] and idle.out == [uapi.GemWaitIdleOut(False)]
+    assert close.out == [None] and kmd.mem32[(phys + 0x2000) // 4] == 7  # (the queued job ran)
