@@ -107,11 +107,11 @@ caused ban_after_hangs (3) resets is banned, a file whose jobs timed out
 file_ban_after_hangs (8) times too (EIO).
 
 Ids: a BO handle (GemCreateOut.handle) and a context id (CtxOut.ctx_id) are the file's
-own, 1 .. 0x7FFFFFFF (idr's ids, positive ints: they fit the u32 fields and a C int). Each
-is the next above the last one the file handed out of its kind that it does not hold, from
-1 again after 0x7FFFFFFF (idr_alloc_cyclic): one closed or freed comes back only once the
-ids have wrapped round to it (a stale one is unknown until then, not a new object), and a
-live one never does. amdgpu's idr_alloc hands out the lowest free one (so a closed handle
+own, 1 .. 0x7FFFFFFF (idr's ids, positive ints: they fit the u32 fields and a C int). A
+new one is the first id after the last one the file handed out (of that kind) that the
+file does not hold now, going on from 1 after 0x7FFFFFFF (idr_alloc_cyclic): one closed or
+freed comes back only once the ids have wrapped round to it (a stale one is unknown until
+then, not a new object), and a live one never does. amdgpu's idr_alloc hands out the lowest free one (so a closed handle
 at once), its context ids below 4,096.
 """
 
@@ -525,8 +525,8 @@ class CsArgs:
 class CsOut:
     # the job's 32-bit fence seqno: pass it to WAIT_CS. One sequence per context over all its
     # rings: 1 for its first job (KmdParams.initial_seq), one more for each CS it accepts (a
-    # refused one takes none), 0 after 0xFFFFFFFF; WAIT_CS and a dependency take the latest
-    # 2**31 of them (an older one is taken for one not handed out: EINVAL)
+    # refused one takes none), 0 after 0xFFFFFFFF; WAIT_CS and a dependency take one at most
+    # 2**31 before the context's latest (an older one is taken for one not handed out: EINVAL)
     seq: int
 
 
