@@ -34,7 +34,8 @@ hold the file, which go ahead.
 
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
-one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
+one line and names the ioctl first (open_render_node's "open: ...", an unknown request's
+"unknown ioctl request 0x99"). A refused ioctl changes nothing (a refused CS takes no
 seqno); only an EIO from below, a TLB flush or a reset that failed, comes after the change
 (a GEM_CLOSE still closes, as close(2) reports EIO). The errnos are amdgpu's for the same
 mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds each):

@@ -32,7 +32,8 @@ def next_id(used: dict, start: int) -> int:
     new object), and never name a live object: a file that creates and frees in a loop past
     ID_MAX went on to ID_MAX + 1, wider than the uAPI's u32 field (a C UMD's truncated copy
     named handle 0 or a live BO). `used` holds fewer than ID_MAX ids (the heaps bound BOs,
-    MAX_CONTEXTS contexts), so the search ends."""
+    MAX_CONTEXTS contexts), so the search ends; it steps over a run of live ids once a
+    wrap (the next search starts after them), so a loop of creates costs O(1) each."""
     i = start
     while i in used:
         i = i % ID_MAX + 1
