@@ -41,8 +41,9 @@ seqno); only an EIO from below, a TLB flush or a reset that failed, comes after 
 mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds each):
 
 - EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
-  integer goes; numpy integers are integers; a handle or context id of the wrong type is
-  an unknown one, with its errno), out of range or wider than its C field (in a field the
+  integer goes; numpy integers are integers; a handle or context id of the wrong type, or
+  outside its u32 field, is an unknown one, with its errno), out of range or wider than
+  its C field (in a field the
   operation ignores too: CTX ALLOC's ctx_id, CLEAR's handle, UNMAP's and CLEAR's
   offset_in_bo; any value of the field's width is taken there), an unknown request,
   query, operation, flag or domain, a reserved field (flags nobody defined) non-zero, a

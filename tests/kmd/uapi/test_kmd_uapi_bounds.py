@@ -259,3 +259,29 @@ def test_a_file_closed_under_waiting_ioctls():
         errno.EBADF, "CTX FREE: the file was closed while FREE waited for the context's jobs"), e
     assert wait.out == [uapi.WaitCsOut(False)] and idle.out == [uapi.GemWaitIdleOut(False)]
     assert close.out == [None] and kmd.mem32[(phys + 0x2000) // 4] == 7  # (the queued job ran)
+
+
+def test_a_handle_or_context_id_outside_its_u32_field_is_an_unknown_one():
+    """uapi.py, EINVAL: a handle or context id outside its u32 field (negative, or 2**32 and
+    up, which no C UMD can pass: amdgpu would see a truncated, unknown one) is an unknown
+    one, with that lookup's errno: ENOENT in GEM_MMAP, GEM_VA, GEM_WAIT_IDLE and a CS IB
+    chunk, EINVAL in GEM_CLOSE, a CS fence chunk and wherever a context is named. None of
+    them reaches the BO or context whose id the low 32 bits hold."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    nop = ib(u32, pm4.nop(6), handle=h)
+    for bad in (-1, (1 << 32) + h, 1 << 40):
+        refused(errno.ENOENT, "GEM_MMAP", u.mmap, bad)
+        refused(errno.ENOENT, "GEM_VA", u.map, bad, u.va, PAGE)
+        refused(errno.ENOENT, "GEM_WAIT_IDLE", u.io, Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(bad, 0))
+        refused(errno.ENOENT, "CS", u.cs, ctx, uapi.CsChunkIb(8, handle=bad))
+        refused(errno.EINVAL, "GEM_CLOSE", u.close_bo, bad)
+        refused(errno.EINVAL, "CS", u.cs, ctx, nop, uapi.CsChunkFence(bad, 0))
+    for bad in (-1, (1 << 32) + ctx, 1 << 40):
+        refused(errno.EINVAL, "CS", u.cs, bad, nop)
+        refused(errno.EINVAL, "CTX", u.query, bad)
+        refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(bad, 1, 0))
+        refused(errno.EINVAL, "CS", u.cs, ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, bad, 1))
+    assert u.wait(ctx, u.cs(ctx, nop)) and u.mmap(h).size == 0x4000  # h and ctx as they were
