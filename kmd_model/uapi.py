@@ -242,6 +242,7 @@ class GemCloseArgs:
     # call (one made again after an EINTR waits afresh), then goes ahead as over a live BO's
     # mapping: a MAP is EINVAL (the range overlaps the closed BO's mapping: the message says
     # closed), a REPLACE takes the range (a job still reaching it reaches the new BO: VaOp); a
+    # MAP whose range a live BO's mapping overlaps too is EINVAL at once, with no wait; a
     # CLEAR takes the range at once (a job reaching it then faults). amdgpu differs: its
     # GEM_CLOSE frees the range at once (amdgpu_vm_bo_del, the page-table update ordered
     # behind the VM's jobs), so a MAP there neither waits nor fails

@@ -90,6 +90,23 @@ def test_a_map_whose_closed_bos_jobs_end_within_the_wait_maps():
     refused(errno.ECANCELED, "WAIT_CS", u.wait, ctxs[1], jobs[1], 0)  # the MAP came after its reset
 
 
+def test_a_map_over_a_closed_bos_range_and_a_live_ones_is_einval_at_once():
+    """GemCloseArgs: a MAP whose range a live BO's mapping overlaps too, beside a closed BO's
+    still in use, is EINVAL at once, naming the live one: it waited for the closed BO's jobs
+    (here until the hold's reset, up to 2 * job_timeout), then was refused all the same."""
+    kmd_model.bind(RefModel(), job_timeout=T, fallback_poll=1_000)
+    u = Umd()
+    ctxs, jobs, u32, tva = _closed_bo_held_by(u, 1)
+    live = u.create(PAGE)
+    u.map(live, tva + PAGE, PAGE, flags=RW)
+    t0 = now(u)
+    e = refused(errno.EINVAL, "GEM_VA", u.map, u.create(0x2000), tva, 0x2000, 0, RW)
+    assert now(u) - t0 < 1_000
+    assert e.message == (f"GEM_VA: [{tva:#x}, {tva + 0x2000:#x}) overlaps the mapping [{tva + PAGE:#x}, "
+                         f"{tva + 0x2000:#x}) of fd{u.f.fd}:{live}")
+    assert u.io(W, WaitCsArgs(ctxs[0], jobs[0], 0)).busy  # (the closed BO still in use)
+
+
 def test_a_map_made_again_after_eintr_waits_2_job_timeouts_from_the_new_call():
     """GemCloseArgs: the 2 * job_timeout counts from the call: a MAP a signal ended (EINTR)
     and made again (as drmIoctl does) waits the whole 2 * job_timeout again."""
