@@ -1,10 +1,13 @@
 """The bounds docs/uapi.md (kmd_model/uapi.py) states to an outside UMD writer that the
 other uAPI tests did not hold: how long a GEM_VA MAP or REPLACE waits for a closed BO's jobs
-(GemCloseArgs: 2 * job_timeout, then MAP is EINVAL and REPLACE takes the range), and how
-BO handles and context ids wrap (the module's Ids: 1 .. 0x7FFFFFFF, idr_alloc_cyclic, never
-a live one). The helpers are test_kmd_uapi_contract.py's and test_kmd_uapi_lifetimes.py's;
-each test drives render nodes through their ioctls alone, but for the id counters a test
-sets where 2**31 - 3 creations would have left them.
+(GemCloseArgs: 2 * job_timeout, then MAP is EINVAL and REPLACE takes the range; none when a
+live BO's mapping is in the range too); how BO handles and context ids wrap (the module's
+Ids: 1 .. 0x7FFFFFFF, idr_alloc_cyclic, never a live one) and what an id outside its u32
+field is; a context's seqnos (CsOut.seq); what waiting ioctls answer when another thread
+closes the file; a CS waiting for shadow-pool room and a signal. The helpers are
+test_kmd_uapi_contract.py's and test_kmd_uapi_lifetimes.py's; each test drives render
+nodes through their ioctls alone, but where a test sets a context's or file's counters
+where 2**31 more CSs or creations would have left them.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from kmd_model.uapi import CtxOp, Request, VaOp, WaitCsArgs
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
+from tests.kmd.test_kmd_ioctl import Client
 from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, ib, refused
 from tests.kmd.uapi.test_kmd_uapi_lifetimes import held, now
+from tests.security.limits.test_security_contention import _one_kib_job, _pool_filled_behind_a_hold
 
 W = Request.WAIT_CS
 ID_MAX = 0x7FFF_FFFF
@@ -302,3 +307,28 @@ def test_a_handle_or_context_id_outside_its_u32_field_is_an_unknown_one():
         refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(bad, 1, 0))
         refused(errno.EINVAL, "CS", u.cs, ctx, nop, uapi.CsChunkDep(uapi.HwIp.GFX, 0, bad, 1))
     assert u.wait(ctx, u.cs(ctx, nop)) and u.mmap(h).size == 0x4000  # h and ctx as they were
+
+
+def test_a_cs_waiting_for_shadow_pool_room_ends_with_eintr_and_leaves_the_pools_queue():
+    """uapi.py, EINTR: a CS waiting for room in the shadow pool (filled behind another
+    client's held job) ends with EINTR at a signal, having changed nothing: no seqno taken,
+    its place in the pool's queue given up (a CS after it is not held behind it); made again
+    once the pool has room, it runs."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=1 << 40, fallback_poll=1_000)
+    _, _, hold = _pool_filled_behind_a_hold(kmd)
+    a = Client()
+    bo, chunk = _one_kib_job(a, 0xA)
+    came = []
+    prev = signal.signal(signal.SIGALRM, lambda *_: came.append(1))
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    try:
+        e = refused(errno.EINTR, "CS", a.submit, chunk)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+    assert came and "interrupted by a signal" in e.message
+    assert not kmd.shadow.waiters  # out of the pool's queue
+    refused(errno.EINVAL, "WAIT_CS", a.io, W, WaitCsArgs(a.ctx, 1, 0))  # no seqno taken
+    kmd.mem32[hold] = 1
+    seq = a.submit(chunk)
+    assert seq == 1 and a.wait(seq) and bo.u32[0x40] == 0xA
