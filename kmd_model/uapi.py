@@ -335,7 +335,8 @@ class CtxOp(IntEnum):
     # free context ctx_id, once none of its jobs is queued any more (each in a ring or run:
     # drm_sched_entity_flush; FREE waits meanwhile). Its jobs still run, in order, writing
     # their memory and user fences, and another context's job that depends on one still waits
-    # for it; its id goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
+    # for it, as a WAIT_CS another thread made before the FREE answers as its job ends; its id
+    # goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
     # syncobjs to outlive it, so wait for its jobs after by their user fences, or GEM_WAIT_IDLE
     # on a BO they use) and is not handed out again by the file until its ids wrap (Ids, above)
     FREE = 2

@@ -309,6 +309,25 @@ def test_a_handle_or_context_id_outside_its_u32_field_is_an_unknown_one():
     assert u.wait(ctx, u.cs(ctx, nop)) and u.mmap(h).size == 0x4000  # h and ctx as they were
 
 
+def test_a_wait_cs_made_before_its_contexts_free_answers_as_the_job_ends():
+    """CtxOp.FREE: the freed context's jobs still run, and a WAIT_CS another thread was
+    making for one of them when the FREE came answers as that job ends (a new WAIT_CS naming
+    the freed id is EINVAL)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40, fallback_poll=1_000)
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    job = held(u, ctx, u32, h, va, pm4.write_data(va + 0x2000, [5]))
+    wait = _Call(lambda: u.io(W, WaitCsArgs(ctx, job, (1 << 64) - 1)))
+    _inside(kmd, wait)
+    assert u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, ctx)).ctx_id == ctx  # (the job is in the ring)
+    refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(ctx, job, 0))
+    assert wait.is_alive()
+    u32[0x3000 // 4] = 1
+    wait.join(60)
+    assert not wait.is_alive() and wait.out == [uapi.WaitCsOut(False)] and u32[0x800] == 5
+
+
 def test_a_cs_waiting_for_shadow_pool_room_ends_with_eintr_and_leaves_the_pools_queue():
     """uapi.py, EINTR: a CS waiting for room in the shadow pool (filled behind another
     client's held job) ends with EINTR at a signal, having changed nothing: no seqno taken,
