@@ -123,7 +123,7 @@ def test_a_map_made_again_after_eintr_waits_2_job_timeouts_from_the_new_call():
     came = []
     prev = signal.signal(signal.SIGALRM, lambda *_: came.append(1))
     t0 = now(u)
-    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
     try:
         refused(errno.EINTR, "GEM_VA", u.map, new, tva, PAGE, 0, RW)
     finally:
@@ -242,14 +242,21 @@ class _Call(threading.Thread):
             self.out.append(e)
 
 
-def _inside(kmd, t: _Call) -> None:
-    """Until `t` waits inside the driver (simulated time moves under it)."""
-    since = kmd.dev.now()
-    for _ in range(2000):
-        if kmd.dev.now() > since + 2_000 or not t.is_alive():
+def _waiting(kmd, fn) -> _Call:
+    """`fn`'s ioctl in a thread of its own, once the driver has taken it in (its count of
+    ioctls moved: the thread then holds the driver's lock until its wait hands it over) and
+    simulated time moves under it. (Time alone said nothing: another thread's wait moves it,
+    and a thread whose ioctl had not begun met the close as an EBADF of its own.)"""
+    before, since = kmd.stats["ioctls"], kmd.dev.now()
+    t = _Call(fn)
+    for _ in range(4000):
+        if (kmd.stats["ioctls"] > before and kmd.dev.now() > since + 2_000) or not t.is_alive():
             break
+        if kmd.stats["ioctls"] == before:
+            since = kmd.dev.now()
         time.sleep(0.005)
-    assert t.is_alive() and kmd.dev.now() > since, "the ioctl did not start waiting"
+    assert t.is_alive() and kmd.stats["ioctls"] > before, "the ioctl did not start waiting"
+    return t
 
 
 def test_a_file_closed_under_waiting_ioctls():
@@ -263,14 +270,16 @@ def test_a_file_closed_under_waiting_ioctls():
     h, u32, va = u.bo(0x4000)
     held(u, a, u32, h, va)  # holds the ring (hw_submission_limit 1): b's job stays queued
     queued = u.cs(b, ib(u32, pm4.write_data(va + 0x2000, [7]), offset=0x100, handle=h))
-    free = _Call(lambda: u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, b)))
-    wait = _Call(lambda: u.io(W, WaitCsArgs(b, queued, (1 << 64) - 1)))
-    idle = _Call(lambda: u.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(h, (1 << 64) - 1)))
-    for t in (free, wait, idle):
-        _inside(kmd, t)
+    free = _waiting(kmd, lambda: u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, b)))
+    wait = _waiting(kmd, lambda: u.io(W, WaitCsArgs(b, queued, (1 << 64) - 1)))
+    idle = _waiting(kmd, lambda: u.io(Request.GEM_WAIT_IDLE, uapi.GemWaitIdleArgs(h, (1 << 64) - 1)))
     phys = u.f.handles[h].gpu_addr  # (where the CPU releases the hold once the file is closed)
     close = _Call(u.f.close)
-    _inside(kmd, close)
+    for _ in range(4000):  # (the close marks the file closed first, then waits for b's queued job)
+        if u.f.closed or not close.is_alive():
+            break
+        time.sleep(0.005)
+    assert u.f.closed and close.is_alive()
     assert free.is_alive() and wait.is_alive() and idle.is_alive()
     kmd.mem32[(phys + 0x3000) // 4] = 1
     for t in (free, wait, idle, close):
@@ -318,8 +327,7 @@ def test_a_wait_cs_made_before_its_contexts_free_answers_as_the_job_ends():
     ctx = u.ctx()
     h, u32, va = u.bo(0x4000)
     job = held(u, ctx, u32, h, va, pm4.write_data(va + 0x2000, [5]))
-    wait = _Call(lambda: u.io(W, WaitCsArgs(ctx, job, (1 << 64) - 1)))
-    _inside(kmd, wait)
+    wait = _waiting(kmd, lambda: u.io(W, WaitCsArgs(ctx, job, (1 << 64) - 1)))
     assert u.io(Request.CTX, uapi.CtxArgs(CtxOp.FREE, ctx)).ctx_id == ctx  # (the job is in the ring)
     refused(errno.EINVAL, "WAIT_CS", u.io, W, WaitCsArgs(ctx, job, 0))
     assert wait.is_alive()
@@ -339,7 +347,7 @@ def test_a_cs_waiting_for_shadow_pool_room_ends_with_eintr_and_leaves_the_pools_
     bo, chunk = _one_kib_job(a, 0xA)
     came = []
     prev = signal.signal(signal.SIGALRM, lambda *_: came.append(1))
-    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
     try:
         e = refused(errno.EINTR, "CS", a.submit, chunk)
     finally:
