@@ -26,25 +26,32 @@ NORMAL) and CAP_PERFMON (INFO COUNTERS' device-wide counters); None: the driver'
 `file.ioctl(request, args)` may be called from any thread. `file.close()` waits until
 none of the file's jobs is queued any more (each in a ring or run, as amdgpu_flush; a
 signal ends the wait, the jobs left queued still run), then releases every BO, context and
-the VM; closing twice is no error, an ioctl after it is EBADF.
+the VM; closing twice is no error, an ioctl after it is EBADF. An ioctl of another thread
+waiting for the GPU as the file closes: a CS, CTX FREE or a GEM_VA MAP or REPLACE ends
+with EBADF when its wait does, having done nothing; a WAIT_CS or GEM_WAIT_IDLE answers as
+its jobs end (they still run). amdgpu differs: the release comes after the ioctls that
+hold the file, which go ahead.
 
 Errors: every ioctl raises `KmdError(errno, message)` instead of returning -1 and
 setting errno; `str(e)` is "EINVAL: GEM_CREATE: size must be > 0, not 0". The message is
-one line and names the ioctl first. A refused ioctl changes nothing (a refused CS takes no
+one line and names the ioctl first (open_render_node's "open: ...", an unknown request's
+"unknown ioctl request 0x99"). A refused ioctl changes nothing (a refused CS takes no
 seqno); only an EIO from below, a TLB flush or a reset that failed, comes after the change
 (a GEM_CLOSE still closes, as close(2) reports EIO). The errnos are amdgpu's for the same
 mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds each):
 
 - EINVAL: a bad argument: a field of the wrong type (a float, a str, None, a bool where an
-  integer goes; numpy integers are integers; a handle or context id of the wrong type is
-  an unknown one, with its errno), out of range or wider than its C field (in a field the
+  integer goes; numpy integers are integers; a handle or context id of the wrong type, or
+  outside its u32 field, is an unknown one, with its errno), out of range or wider than
+  its C field (in a field the
   operation ignores too: CTX ALLOC's ctx_id, CLEAR's handle, UNMAP's and CLEAR's
   offset_in_bo; any value of the field's width is taken there), an unknown request,
   query, operation, flag or domain, a reserved field (flags nobody defined) non-zero, a
   misaligned address, offset or size; an unknown context id (CTX, CS, a dependency,
   WAIT_CS: ids are the file's own), a seqno the context has not handed out;
   an unknown handle in GEM_CLOSE (drm_gem_handle_delete) and in a CS fence chunk
-  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping or leaves the VM's; a
+  (amdgpu_cs_p1_user_fence); a GEM_VA range that overlaps a mapping (a closed BO's too, once
+  a MAP has waited 2 * job_timeout for its jobs: GemCloseArgs) or leaves the VM's; a
   CTX ALLOC priority not amdgpu's six, which amdgpu_ctx_ioctl reads as NORMAL (CtxPriority);
   a CS on a PM4 ring (GFX) whose IB or any packet's memory range is not inside one mapping
   of the file's VM with the permission it needs (an IB: EXECUTABLE), and an IB of any ring
@@ -61,11 +68,14 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   a GEM_VA UNMAP that names no mapping of that BO starting at that address.
 - EPERM: GEM_MMAP of a NO_CPU_ACCESS BO. EACCES: CTX ALLOC above NORMAL without
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
-  a page table for GEM_VA, a page directory at open), or in the shadow pool for long. A
+  a page table for GEM_VA, a page directory at open), or in the shadow pool for a CS's
+  checked copies: a CS waits for room while the pool drains, ENOMEM once nothing in it was
+  freed for 2 * job_timeout (its message counts the caller's own jobs in the pool). A
   CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
   process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
-  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty (CS), or the
+  GEM_WAIT_IDLE does so here too). ECANCELED: the context was reset as guilty by a full
+  reset (CS; a queue reset's guilty context submits on: ResetStatus.GUILTY), or the
   job waited for was cancelled (a reset, a failed dependency), or, on a guilty context, the
   context's latest job on the ring the job waited for ran on failed (WAIT_CS: amdgpu's wait
   takes the ring's entity first, and amdgpu_ctx_get_entity fails with its last job's error,
@@ -97,6 +107,14 @@ for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts
 them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs
 caused ban_after_hangs (3) resets is banned, a file whose jobs timed out
 file_ban_after_hangs (8) times too (EIO).
+
+Ids: a BO handle (GemCreateOut.handle) and a context id (CtxOut.ctx_id) are the file's
+own, 1 .. 0x7FFFFFFF (idr's ids, positive ints: they fit the u32 fields and a C int). A
+new one is the first id after the last one the file handed out (of that kind) that the
+file does not hold now, going on from 1 after 0x7FFFFFFF (idr_alloc_cyclic): one closed or
+freed comes back only once the ids have wrapped round to it (a stale one is unknown until
+then, not a new object), and a live one never does. amdgpu's idr_alloc hands out the lowest free one (so a closed handle
+at once), its context ids below 4,096.
 """
 
 from __future__ import annotations
@@ -206,7 +224,7 @@ class GemCreateArgs:
 
 @dataclass(frozen=True)
 class GemCreateOut:
-    """A new BO: its handle (the file's own, > 0, never one the file closed before) and
+    """A new BO: its handle (the file's own, 1 .. 0x7FFFFFFF: Ids, above) and
     size. Its pages are the kernel's to place: map it with GEM_VA to reach it from the GPU,
     GEM_MMAP from the CPU."""
 
@@ -219,8 +237,15 @@ class GemCloseArgs:
     # the BO to close: its handle and CPU mappings go at once; its GPU mappings and memory once
     # no job uses it (INFO MEMORY counts it until then). A job submitted before still reaches
     # it, and so does a later job no checker reads (the DMA ring's); a later GFX CS naming
-    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, a
-    # CLEAR takes the range at once (a job reaching it then faults)
+    # its range is EINVAL; a GEM_VA MAP or REPLACE over the range waits for those jobs, for
+    # 2 * job_timeout cycles at most (KmdParams: 1,000,000 at the defaults), counted from the
+    # call (one made again after an EINTR waits afresh), then goes ahead as over a live BO's
+    # mapping: a MAP is EINVAL (the range overlaps the closed BO's mapping: the message says
+    # closed), a REPLACE takes the range (a job still reaching it reaches the new BO: VaOp); a
+    # MAP whose range a live BO's mapping overlaps too is EINVAL at once, with no wait; a
+    # CLEAR takes the range at once (a job reaching it then faults). amdgpu differs: its
+    # GEM_CLOSE frees the range at once (amdgpu_vm_bo_del, the page-table update ordered
+    # behind the VM's jobs), so a MAP there neither waits nor fails
     handle: int
 
 
@@ -310,9 +335,10 @@ class CtxOp(IntEnum):
     # free context ctx_id, once none of its jobs is queued any more (each in a ring or run:
     # drm_sched_entity_flush; FREE waits meanwhile). Its jobs still run, in order, writing
     # their memory and user fences, and another context's job that depends on one still waits
-    # for it; its id goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
+    # for it, as a WAIT_CS another thread made before the FREE answers as its job ends; its id
+    # goes with the FREE (EINVAL in CTX, CS, a dependency, WAIT_CS: there are no
     # syncobjs to outlive it, so wait for its jobs after by their user fences, or GEM_WAIT_IDLE
-    # on a BO they use) and is not handed out again by the file
+    # on a BO they use) and is not handed out again by the file until its ids wrap (Ids, above)
     FREE = 2
     # was the context hit by a GPU reset? One answer for both of amdgpu's numbers: its
     # reset_status and resets (amdgpu's QUERY_STATE, 3) and its flags (QUERY_STATE2, 4)
@@ -410,15 +436,16 @@ class HwErrorInfo:
 
 @dataclass(frozen=True)
 class CtxOut:
-    ctx_id: int = 0  # ALLOC: the new context's id (> 0, never one the file freed); FREE, QUERY_STATE: the one named
+    ctx_id: int = 0  # ALLOC: the new context's id (1 .. 0x7FFFFFFF: Ids, above); FREE, QUERY_STATE: the one named
     reset_status: ResetStatus = ResetStatus.NO_RESET  # QUERY_STATE: the context's, over every ring
     resets: int = 0  # resets (of the device or of a queue) seen since the context was created
     # what made it guilty (reset_status GUILTY): the error of the latest reset its work caused,
     # a queue reset's too; after a full reset's, which refuses its CS (ECANCELED), that one.
     # None while it has caused none (it was None after a queue reset, GUILTY with no error)
     error: HwErrorInfo | None = None
-    # ring name -> ResetStatus: "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs
-    # where the device has the CP's second queue (they are named GFX ring 0 all the same)
+    # ring name -> ResetStatus, for each ring a reset touched the context's work on ({} until
+    # one did): "gfx", "sdma0", and "gfx_high" for a HIGH context's GFX jobs where the device
+    # has the CP's second queue (they are named GFX ring 0 all the same)
     ring_status: dict = field(default_factory=dict)
     flags: CtxQueryFlags = CtxQueryFlags(0)  # QUERY2's flags: RESET, GUILTY, BANNED
 
@@ -453,12 +480,19 @@ class CsChunkDep:
     """Wait for another job first (AMDGPU_CHUNK_ID_DEPENDENCIES): the job `handle` (its CS
     seqno; 0xFFFFFFFF = the context's latest) that context `ctx_id` (of this file) submitted
     to the ring (ip_type, ip_instance, ring). The jobs may be on different rings; the wait is
-    the scheduler's, on the GPU's side of the CS (no CPU round trip for the client)."""
+    the scheduler's, on the GPU's side of the CS (no CPU round trip for the client). A
+    seqno the context ran on another ring is EINVAL (amdgpu numbers jobs per ring) while
+    the context remembers its ring, for its latest 1,024 jobs (and the file's latest 16,384);
+    an older one that ended well is nothing to wait for, on any ring, as is 0xFFFFFFFF with
+    no job of the context on that ring. A job that failed makes the dependent job fail
+    (ECANCELED) as WaitCsArgs says."""
 
     ip_type: int  # the ring the job waited for ran on: HW IP type ...
     ring: int  # ... and ring index
     ctx_id: int  # the context (of this file) that submitted it
-    handle: int  # its seqno (CsOut.seq), or 0xFFFFFFFF: the context's latest on that ring
+    # its seqno (CsOut.seq), or 0xFFFFFFFF: the context's latest on that ring (a context that
+    # has handed out 0xFFFFFFFF itself, the seqnos wrapping, names that job by it)
+    handle: int
     ip_instance: int = 0  # 0
 
 
@@ -493,7 +527,11 @@ class CsArgs:
 
 @dataclass(frozen=True)
 class CsOut:
-    seq: int  # the job's 32-bit fence seqno: pass it to WAIT_CS
+    # the job's 32-bit fence seqno: pass it to WAIT_CS. One sequence per context over all its
+    # rings: 1 for its first job (KmdParams.initial_seq), one more for each CS it accepts (a
+    # refused one takes none), 0 after 0xFFFFFFFF; WAIT_CS and a dependency take one at most
+    # 2**31 before the context's latest (an older one is taken for one not handed out: EINVAL)
+    seq: int
 
 
 @dataclass

@@ -145,4 +145,6 @@ def open_render_node(*, cap_sys_nice: bool | None = None, cap_perfmon: bool | No
     for name, v in (("cap_sys_nice", cap_sys_nice), ("cap_perfmon", cap_perfmon)):
         if v is not None and type(v) is not bool:  # (isinstance runs a __class__ of the caller's)
             raise TypeError(f"open_render_node: {name} must be True, False or None, not {v!r}")
-    return bound().open(cap_sys_nice, cap_perfmon)
+    if _bound is None:  # (named "open" first, as every other refusal of the open and of each ioctl)
+        raise KmdError(errno.ENODEV, "open: no device bound: call kmd_model.bind(dev) first")
+    return _bound.open(cap_sys_nice, cap_perfmon)

@@ -22,7 +22,7 @@ from ..mm.vm import HUGE, Vm
 from ..sched.scheduler import Job
 from ..uapi import KmdError
 from .ctx import Context
-from .file import File
+from .file import ID_MAX, File, next_id
 from .lock import kernel_stack
 
 log = get_logger("kmd")
@@ -64,9 +64,10 @@ class ClientsMixin:
     def ctx_alloc(self, file: File, priority: int) -> Context:
         # ids are the file's own, as amdgpu's (an idr per file): a client's ids say nothing
         # of other clients, and another file's id names nothing here. Unlike idr_alloc, a
-        # freed id is not handed out again by this file: a stale id is EINVAL, not a new context
-        ctx = Context(file.next_ctx_id, file, self.params.initial_seq, priority)
-        file.next_ctx_id += 1
+        # freed id is not handed out again until the ids wrap (idr_alloc_cyclic: file.next_id):
+        # a stale id is EINVAL, not a new context
+        ctx = Context(next_id(file.contexts, file.next_ctx_id), file, self.params.initial_seq, priority)
+        file.next_ctx_id = ctx.id % ID_MAX + 1
         self.contexts[file.fd, ctx.id] = ctx
         file.contexts[ctx.id] = ctx
         return ctx

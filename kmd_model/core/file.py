@@ -21,6 +21,25 @@ if TYPE_CHECKING:
     from .kmd import Kmd
 
 
+# the largest BO handle and context id: idr's (an int > 0: drm_gem_handle_create_tail's
+# idr_alloc(.., 1, 0), amdgpu_ctx_alloc's), which fits the uAPI's u32 fields and a C int
+ID_MAX = 0x7FFF_FFFF
+
+
+def next_id(used: dict, start: int) -> int:
+    """The id to hand out, as idr_alloc_cyclic: `start` or the first after it not in `used`,
+    from 1 again after ID_MAX. Ids only grow until they wrap (a stale one is unknown, not a
+    new object), and never name a live object: a file that creates and frees in a loop past
+    ID_MAX went on to ID_MAX + 1, wider than the uAPI's u32 field (a C UMD's truncated copy
+    named handle 0 or a live BO). `used` holds fewer than ID_MAX ids (the heaps bound BOs,
+    MAX_CONTEXTS contexts), so the search ends; it steps over a run of live ids once a
+    wrap (the next search starts after them), so a loop of creates costs O(1) each."""
+    i = start
+    while i in used:
+        i = i % ID_MAX + 1
+    return i
+
+
 def _is_int(v: Any) -> bool:
     """What the ioctls take as an integer argument (ioctl.dispatch._int's rule): a Python or numpy
     integer, not a bool."""
@@ -107,8 +126,8 @@ class File:
     # --------------------------------------------------------------- handles
 
     def add_bo(self, bo: "Bo") -> int:
-        h = self.next_handle
-        self.next_handle += 1
+        h = next_id(self.handles, self.next_handle)
+        self.next_handle = h % ID_MAX + 1
         self.handles[h] = bo
         return h
 

@@ -87,6 +87,13 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     if bo is not None and offset + size > bo.size:
         raise KmdError(errno.EINVAL, f"{who}: offset_in_bo {offset:#x} + map_size {size:#x} runs past the end of "
                        f"BO {a.handle} ({bo.size:#x} bytes)")
+    if op == VaOp.MAP:
+        # a live BO's mapping in the range: refused before any wait for closed BOs' jobs (a MAP
+        # over a closed BO's range and a live one's waited up to 2 * job_timeout, then was
+        # refused for the live one all the same)
+        taken = [m for m in vm.overlapping(va, size) if not m.bo.closed]
+        if taken:
+            raise _overlaps(kmd, who, va, size, taken[0])
     if op in (VaOp.MAP, VaOp.REPLACE):
         # BOs closed while jobs used them keep their mappings until those jobs are done;
         # a client reusing the range waits for that, as amdgpu's implicit sync would
@@ -100,10 +107,8 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
                 return _AGAIN
     if op == VaOp.MAP:
         taken = vm.overlapping(va, size)
-        if taken:
-            t = taken[0]
-            raise KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
-                           f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}")  # (GEM_CREATE named it)
+        if taken:  # (a closed BO's, still used when the wait above gave up)
+            raise _overlaps(kmd, who, va, size, taken[0])
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.reserve(va, size)  # the last thing that can fail: nothing has changed yet
     if op in (VaOp.CLEAR, VaOp.REPLACE):
@@ -116,3 +121,13 @@ def _gem_va(kmd: "Kmd", file: "File", a: uapi.GemVaArgs, deadline: list[int]):
     if op in (VaOp.MAP, VaOp.REPLACE):
         vm.map(bo, offset, va, size, flags)
     return None
+
+
+def _overlaps(kmd: "Kmd", who: str, va: int, size: int, t) -> KmdError:
+    """A MAP's range overlaps mapping `t`. A closed BO's says so (its jobs still ran when the
+    wait for them gave up): the client closed that BO, and a bare "overlaps" read as a bug of
+    its own bookkeeping."""
+    why = (f" (closed; its jobs still ran {2 * kmd.params.job_timeout} cycles (2 * job_timeout) after "
+           "the GEM_VA began waiting for them)" if t.bo.closed else "")
+    return KmdError(errno.EINVAL, f"{who}: [{va:#x}, {va + size:#x}) overlaps the mapping "
+                    f"[{t.va:#x}, {t.end:#x}) of {t.bo.name}{why}")  # (GEM_CREATE named it)

@@ -129,6 +129,7 @@ TESTS = (
     "tests/kmd/uapi/test_kmd_uapi_contract_cs.py",
     "tests/kmd/uapi/test_kmd_uapi_info.py",
     "tests/kmd/uapi/test_kmd_uapi_lifetimes.py",
+    "tests/kmd/uapi/test_kmd_uapi_bounds.py",
     "tests/kmd/uapi/test_kmd_uapi_ignored_fields.py",
     "tests/security/memory/test_vm_isolation.py",
     "tests/kmd_sched/test_kmd_hostile.py",

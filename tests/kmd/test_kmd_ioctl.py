@@ -168,7 +168,7 @@ def check_dispatch_errors(dev):
     c.f.close()
     expect(errno.EBADF, "INFO: the file is closed", c.io, Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO))
     kmd_model.unbind()
-    expect(errno.ENODEV, "no device bound: call kmd_model.bind(dev) first", kmd_model.open_render_node)
+    expect(errno.ENODEV, "open: no device bound: call kmd_model.bind(dev) first", kmd_model.open_render_node)
 
 
 # ------------------------------------------------------------------------------ GEM

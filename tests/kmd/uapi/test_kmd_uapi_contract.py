@@ -424,3 +424,12 @@ CHECKS = [check_open_and_info, check_gem_create, check_gem_handles_are_per_file,
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__[6:])
 def test_on_model(check):
     check(RefModel())
+
+
+def test_open_with_no_device_bound_is_enodev_naming_open():
+    """uapi.py: open_render_node is ENODEV with no device bound, and every refusal's message
+    names its call first: "open:", as the open's ENOMEM and EDEADLK do (it said "no device
+    bound: ..." alone)."""
+    kmd_model.unbind()
+    e = refused(errno.ENODEV, "open: ", kmd_model.open_render_node)
+    assert e.message == "open: no device bound: call kmd_model.bind(dev) first"

@@ -381,9 +381,12 @@ def test_a_cs_that_cannot_get_room_is_enomem_and_leaves_the_pools_queue():
     h, hbo, hold = _pool_filled_behind_a_hold(kmd)
     a = Client()
     _, achunk = _one_kib_job(a, 0xA)
+    t0 = kmd.dev.now()
     with pytest.raises(KmdError) as ei:
         a.submit(achunk)
     assert ei.value.errno == errno.ENOMEM and ei.value.message.startswith("CS: no room for the job's 0x400 bytes")
+    # (docs/uapi.md, ENOMEM: once nothing in the pool was freed for 2 * job_timeout)
+    assert 2 * 20_000 <= kmd.dev.now() - t0 < 2 * 20_000 + 2_000
     assert not kmd.shadow.waiters
     kmd.mem32[hold] = 1
     assert a.wait(a.submit(achunk))
