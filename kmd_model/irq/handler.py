@@ -328,10 +328,15 @@ class IrqMixin:
             if s.has_queued():
                 s.kick()
 
+    def cancels_due(self) -> bool:
+        """Did a scheduler's last pass leave jobs to cancel for its next (CANCELS_PER_PASS)?"""
+        return any(s.cancels_due for s in self.scheds)
+
     def wait_unlocked(self, done, timeout: int) -> bool:
         """wait_for, for an ioctl waiting on a client's work (a CS for its context's slot,
         WAIT_CS, GEM_WAIT_IDLE): in steps of `fallback_poll` cycles at most, the driver's lock
-        handed to the threads waiting for it in between (core/lock.py). So `done` may only
+        handed to the threads waiting for it in between (core/lock.py), and between the
+        scheduler passes that cancel jobs for a failed dependency (wait_for). So `done` may only
         look at objects it holds, and the caller must look up again anything it needs after
         (the file may be closed, the context freed, a BO closed or unmapped meanwhile)."""
         dev = self.dev
@@ -356,11 +361,15 @@ class IrqMixin:
         waiting for it between steps (of fallback_poll cycles at most), as wait_unlocked
         does: a client spinning for long holds no other client's ioctl back. A held signal
         ends it early, as it ends a wait inside an ioctl (EINTR there): the time passing
-        promises nothing, and 2**32 cycles on a simulator held ^C and `--timeout` for hours."""
+        promises nothing, and 2**32 cycles on a simulator held ^C and `--timeout` for hours.
+        Jobs a scheduler pass left to cancel are cancelled first, as wait_for does."""
         dev = self.dev
         deadline = dev.now() + cycles
         while True:
             self.service()
+            if self.cancels_due():
+                self.lock.yield_to_waiters()
+                continue
             now = dev.now()
             if now >= deadline or signals.pending():
                 return
@@ -372,13 +381,22 @@ class IrqMixin:
 
     def wait_for(self, done, timeout: int) -> bool:
         """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
-        and timeouts are handled on the way."""
+        and timeouts are handled on the way. While a scheduler pass leaves jobs to cancel
+        (Scheduler.CANCELS_PER_PASS), the next pass comes at once, no device time passing,
+        the driver's lock handed to the threads waiting for it in between: as a kernel's
+        scheduler cancels them from its worker, not in the waiting ioctl's critical section."""
         dev = self.dev
         deadline = dev.now() + timeout
         while True:
             self.service()
             if done():
                 return True
+            if self.cancels_due():
+                # a scheduler pass left jobs to cancel (Scheduler.CANCELS_PER_PASS): the next
+                # pass now, with no device time passing, the threads waiting for the driver's
+                # lock let in first (only between passes: each ioctl of theirs waits for one)
+                self.lock.yield_to_waiters()
+                continue
             now = dev.now()
             if now >= deadline:
                 return False

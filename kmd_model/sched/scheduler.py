@@ -7,7 +7,7 @@ is room and fewer than `hw_submission_limit` of the ring's jobs are in flight: i
 first run queue, highest priority first, with a ready entity, round robin within it
 (drm_sched's RR policy); an entity is ready when its next job's dependencies (jobs of any
 ring, CS dependency chunks) have finished. A job whose dependency failed is cancelled with
-ECANCELED without running. Jobs of one entity run in submission order. `run_job` emits the
+ECANCELED without running (CANCELS_PER_PASS a pass at most). Jobs of one entity run in submission order. `run_job` emits the
 IBs, the user fence and the hardware fence and commits; the ring's fence driver signals the
 hardware fence, `free_job` then retires the job.
 
@@ -174,6 +174,15 @@ class FailedDep:
 class Scheduler:
     """drm_gpu_scheduler for one ring: run queues of entities, the jobs in flight, the timer."""
 
+    # Jobs one pass (kick) cancels at most for a failed dependency; the rest wait in their
+    # entities for the next pass, which a wait of the driver makes at once, no device time
+    # passing, the driver's lock handed to the threads waiting for it in between
+    # (Kmd.wait_for, Kmd.elapse), as drm_sched cancels them a job at a time from its work
+    # item. One pass cancelled them all: a hung job 8,000 jobs of a client's contexts
+    # depended on held the lock 0.16 to 0.3 s in the pass after its reset, every other
+    # client's ioctls waiting, and a file may queue `sched_jobs` x 4,095 contexts a ring.
+    CANCELS_PER_PASS = 64
+
     def __init__(self, kmd: "Kmd", job_timeout: int, ring: Ring | None = None,
                  fence_drv: FenceDriver | None = None, hw_submission_limit: int = 1 << 30):
         self.kmd = kmd
@@ -208,6 +217,8 @@ class Scheduler:
         # other CP queue)
         self.busy_at = 0
         self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
+        self.cancels_left = 0  # cancellations the running pass may still make (CANCELS_PER_PASS)
+        self.cancels_due = False  # the last pass left jobs to cancel for the next (Kmd.wait_for)
 
     @property
     def name(self) -> str:
@@ -300,19 +311,23 @@ class Scheduler:
         walk, made again after each entity passed over, cost a pass the square of the
         entities waiting for a VMID: 2,000 contexts of one file, each with a job queued
         while 15 files held every VMID, made each ioctl of every client hold the driver's
-        lock 0.4 s."""
+        lock 0.4 s. At most CANCELS_PER_PASS jobs are cancelled in one pass: an entity whose
+        head is to be cancelled after that stays in its run queue, as it is, for the next."""
         while True:
             mark = (self._turns, self._rq_adds)
             for rq in self.rqs:
                 for e in list(rq):
                     if not e.in_rq:
                         continue  # (left it since the walk began)
-                    while e.queue and e.queue[0].deps_failed:
+                    while e.queue and e.queue[0].deps_failed and self.cancels_left:
                         job = e.queue.popleft()
                         bad = next(d for d in job.deps if d.finished and d.error is not None)
+                        self.cancels_left -= 1
                         self.cancel_job(job, dependency_failed(job, self.name, bad))
                     if not e.queue:
                         self._dequeue(e)  # (its jobs were cancelled)
+                    elif e.queue[0].deps_failed:
+                        self.cancels_due = True  # (the pass made its share: the next cancels it)
                     elif not e.queue[0].deps_left:
                         yield e
                     else:
@@ -358,6 +373,7 @@ class Scheduler:
         # others may go
         no_vmid: set = set()
         passed: set[Entity] = set()
+        self.cancels_left, self.cancels_due = self.CANCELS_PER_PASS, False
         ready = self._ready()
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
             resubmitted = self._next_resubmitted()

@@ -1,0 +1,138 @@
+"""The jobs a reset cancels and the driver's lock (round 18 of the hostile program, helper 117).
+
+A job whose dependency failed is cancelled (ECANCELED) by the scheduler pass that finds it:
+a reset of a job thousands of others depend on (a client's own contexts, each with
+`sched_jobs` jobs queued on it) had one pass cancel them all under the driver's lock, some
+15 to 37 µs a job: 8,000 dependents held it 0.12 to 0.3 s in one go, and another client's
+INFO waited for the whole pass (121 to 298 ms); the jobs a file may queue are bounded only
+by `sched_jobs` × 4,095 contexts a ring. A pass now cancels at most
+`Scheduler.CANCELS_PER_PASS` jobs; the next pass comes at once, within any wait of the
+driver (`Kmd.wait_for`, `Kmd.elapse`), with the lock handed to the threads waiting for it in
+between, as drm_sched cancels a job at a time from its work item, no lock held across.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import kmd_model
+from kmd_model import uapi
+from kmd_model.sched.scheduler import Scheduler
+from kmd_model.uapi import CsArgs, CsChunkDep, CtxArgs, CtxOp, HwIp, InfoQuery, KmdError, Request, WaitCsArgs
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+from tests.kmd.test_kmd_ioctl import Client
+from tests.kmd_sched.sched_helpers import sdma_ib
+
+
+class _Info(threading.Thread):
+    """Another client's INFO, from a thread started while the driver's lock is held: it
+    waits for the lock from the start."""
+
+    def __init__(self, v: Client):
+        super().__init__(daemon=True)
+        self.v, self.out = v, []
+
+    def run(self) -> None:
+        self.out.append(self.v.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)))
+
+
+def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chains: bool = False) -> dict:
+    """A client's gfx job hangs (a WAIT_REG_MEM nobody releases), and `contexts` contexts of
+    its own each queue `sched_jobs` (32) SDMA jobs depending on it (`chains`: every other
+    context's on the last job of the context before it instead, cancelled in turn). Its
+    WAIT_CS runs into the job's reset, which cancels them all. When the k-th of them is
+    cancelled, for each k in `info_at`, another client's INFO starts waiting for the
+    driver's lock. Returns the cancellations done before each INFO got the lock ("waited"),
+    the order they were made in, every dependent's WAIT_CS answer and the device's clock."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=100_000)
+    h, v = Client(), Client()
+    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    held = []
+    for i in range(contexts):
+        c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        dep = CsChunkDep(HwIp.DMA, 0, held[-1][0], held[-1][1]) if chains and i % 2 else \
+            CsChunkDep(HwIp.GFX, 0, h.ctx, root)
+        held += [(c, h.io(Request.CS, CsArgs(c, [job, dep])).seq) for _ in range(kmd.params.sched_jobs)]
+    order, probes = [], []
+    real = Scheduler.cancel_job
+
+    def cancel_job(self, j, error):
+        for p in probes:
+            if kmd.lock.entries == p["entries"]:  # (its INFO has not had the lock yet)
+                p["waited"] += 1
+        if len(order) in info_at:
+            t = _Info(v)
+            probes.append({"entries": kmd.lock.entries, "waited": 0, "thread": t})
+            t.start()
+            for _ in range(5000):  # (until it waits for the lock this thread holds)
+                if kmd.lock.waiters:
+                    break
+                time.sleep(0.001)
+            assert kmd.lock.waiters
+        order.append((j.ctx.id, j.seq))
+        return real(self, j, error)
+    monkeypatch.setattr(Scheduler, "cancel_job", cancel_job)
+    try:
+        h.io(Request.WAIT_CS, WaitCsArgs(h.ctx, root, 1 << 30))
+        raise AssertionError("the hung job ended well")
+    except KmdError as e:
+        assert e.errno == errno.ECANCELED and "timed out" in e.message, e
+        hang = e.message.removeprefix("WAIT_CS: ")
+    answers = []
+    for c, s in held:
+        try:
+            answers.append(h.io(Request.WAIT_CS, WaitCsArgs(c, s, 1 << 30)).busy)
+        except KmdError as e:
+            answers.append((e.errno, e.message))
+    for p in probes:
+        p["thread"].join(30)
+        assert p["thread"].out and p["thread"].out[0].va_end, "the other client's INFO did not return"
+    monkeypatch.setattr(Scheduler, "cancel_job", real)
+    return {"waited": [p["waited"] for p in probes], "order": order, "answers": answers, "now": kmd.dev.now(),
+            "hang": hang, "cancelled": kmd.stats["jobs_cancelled"]}
+
+
+def test_another_clients_ioctl_waits_for_a_bounded_number_of_a_resets_cancellations(monkeypatch):
+    """Two INFOs of another client, one waiting from the first dependent's cancellation, one
+    from the middle of them: each gets the driver's lock after a number of cancellations that
+    does not grow with the dependents (before: all of them, every one in one lock hold)."""
+    few = _reset_with_dependents(monkeypatch, 8, info_at=(0, 100))
+    many = _reset_with_dependents(monkeypatch, 32, info_at=(0, 400))
+    assert len(few["order"]) == 8 * 32 + 1 and len(many["order"]) == 32 * 32 + 1  # (the hung job too)
+    # 4 times the dependents, no longer a wait (one pass's share); it was every one of them
+    assert max(many["waited"]) <= max(few["waited"]) < 8 * 32 // 2, (few["waited"], many["waited"])
+    assert max(many["waited"]) <= Scheduler.CANCELS_PER_PASS, many["waited"]
+
+
+def _by_context(order: list) -> dict:
+    """Each context's cancelled jobs in the order they were cancelled."""
+    out: dict = {}
+    for ctx, seq in order:
+        out.setdefault(ctx, []).append(seq)
+    return out
+
+
+def test_cancellations_split_across_passes_end_every_job_as_one_pass_did(monkeypatch):
+    """With passes of CANCELS_PER_PASS cancellations, each dependent ends as it did when one
+    pass cancelled them all: the same ECANCELED naming its dependency and the hang, each
+    context's jobs in their order, at the same device time; chains of dependencies across
+    contexts too (whose contexts' turns may come in another order: a pass that walks the run
+    queue again finds the contexts a cancellation put back sooner)."""
+    for chains in (False, True):
+        with monkeypatch.context() as m:
+            m.setattr(Scheduler, "CANCELS_PER_PASS", 1 << 30, raising=False)
+            one = _reset_with_dependents(m, 12, chains=chains)
+        split = _reset_with_dependents(monkeypatch, 12, chains=chains)
+        assert _by_context(split["order"]) == _by_context(one["order"]) and split["answers"] == one["answers"]
+        assert split["now"] == one["now"] and split["cancelled"] == one["cancelled"] == 12 * 32 + 1
+        for a in split["answers"]:
+            assert a[0] == errno.ECANCELED and a[1].startswith("WAIT_CS: Job(ctx "), a
+            assert " on sdma0: its dependency Job(ctx " in a[1] and a[1].endswith(f" failed: {split['hang']}"), a
+        assert sum(a[1].endswith(f"dependency Job(ctx 1 seq 0x1) failed: {split['hang']}")
+                   for a in split["answers"]) == (6 if chains else 12) * 32
