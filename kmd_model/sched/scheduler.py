@@ -63,6 +63,14 @@ class Entity:
         self.in_rq = False  # in its run queue: while it has jobs queued (Scheduler._enqueue)
         self.parked = False  # out of it while its head job waits for dependencies (Scheduler._park)
         self.turn = 0  # its place in the round robin: when it was made or last served (Scheduler._turns)
+        # its file was banned: each job it had queued then (none has run: Job.runs) is
+        # cancelled with this by the passes to come (Scheduler.cancel_queued)
+        self.cancel_error: KmdError | None = None
+
+    def banned_job(self, job: "Job") -> bool:
+        """Is `job` one its file's ban cancels (queued then; a job in a ring then that a later
+        reset puts back is innocent there, and runs again)?"""
+        return self.cancel_error is not None and not job.runs
 
     def __repr__(self) -> str:
         return f"Entity(ctx {self.ctx.id}, {self.priority.name})"
@@ -319,14 +327,17 @@ class Scheduler:
                 for e in list(rq):
                     if not e.in_rq:
                         continue  # (left it since the walk began)
-                    while e.queue and e.queue[0].deps_failed and self.cancels_left:
+                    while e.queue and self.cancels_left and (e.banned_job(e.queue[0]) or e.queue[0].deps_failed):
                         job = e.queue.popleft()
-                        bad = next(d for d in job.deps if d.finished and d.error is not None)
                         self.cancels_left -= 1
+                        if e.banned_job(job):  # (its ban's error first, as when the ban cancelled it)
+                            self.cancel_job(job, e.cancel_error)
+                            continue
+                        bad = next(d for d in job.deps if d.finished and d.error is not None)
                         self.cancel_job(job, dependency_failed(job, self.name, bad))
                     if not e.queue:
                         self._dequeue(e)  # (its jobs were cancelled)
-                    elif e.queue[0].deps_failed:
+                    elif e.banned_job(e.queue[0]) or e.queue[0].deps_failed:
                         self.cancels_due = True  # (the pass made its share: the next cancels it)
                     elif not e.queue[0].deps_left:
                         yield e
@@ -512,7 +523,26 @@ class Scheduler:
     def stop(self) -> None:
         self.stopped = True
 
-    def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False) -> list[Job]:
+    def cancel_queued(self, e: Entity, error: KmdError) -> None:
+        """Every job queued in `e` (a banned file's context's) is cancelled with `error` by the
+        passes to come, CANCELS_PER_PASS a pass (_ready), none run: as drm_sched_entity_pop_job
+        gives a guilty entity's jobs ECANCELED as it pops them. The ban cancelled them all at
+        once (drop_context), the 131,000 jobs a file may queue on a ring in one hold of the
+        driver's lock: 8,000 held it some 0.12 s, as the dependents of a hung job did."""
+        while e.queue and e.queue[0].runs:
+            # put back by a reset, not in the ring again yet (its jobs in a ring then, at the
+            # front of its queue): now, as the ban did, a ring's worth at most
+            job = e.queue.popleft()
+            self.cancel_job(job, error)
+        e.cancel_error = error
+        if not e.queue:
+            self._dequeue(e)
+        self._unpark(e)  # (its head may wait for dependencies: cancelled without them)
+        if e.queue:
+            self.cancels_due = True  # (the waits make the passes: Kmd.wait_for)
+
+    def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False,
+                     in_ring_only: bool = False) -> list[Job]:
         """Cancel every unfinished job of a guilty context, queued or in the ring (only
         queued ones with `queued_only`: on a ring that was not reset, its running jobs end).
         Its own jobs are looked at (Context.jobs, in submission order), and the ring's, not
@@ -521,10 +551,11 @@ class Scheduler:
         fault 18 ms of the driver's lock (a file's ban, a walk a context, minutes)."""
         running = {id(j) for j in self.pending}
         in_ring = [] if queued_only else [j for j in self.pending if j.ctx is ctx and not j.finished]
-        queued = [j for j in ctx.jobs.values() if j.sched is self and not j.finished and id(j) not in running]
+        queued = [] if in_ring_only else \
+            [j for j in ctx.jobs.values() if j.sched is self and not j.finished and id(j) not in running]
         dropped = in_ring + queued
-        for j in dropped:
-            self.cancel_job(j, error)
+        for j in dropped:  # (one its file's ban cancels keeps the ban's error: Entity.banned_job)
+            self.cancel_job(j, j.entity.cancel_error if j.entity is not None and j.entity.banned_job(j) else error)
         if in_ring:
             self.pending = deque(j for j in self.pending if not j.finished)
         for e in {j.entity: None for j in queued if j.entity is not None}:  # (the only queues changed)
@@ -572,9 +603,13 @@ class Scheduler:
         return redo
 
     def cancel_all(self, error: KmdError) -> None:
-        for j in (*self.pending, *self.queue):
+        for j in self.pending:
             if not j.finished:
                 self.cancel_job(j, error)
+        for e in self._queued_entities():
+            for j in e.queue:
+                if not j.finished:  # (one its file's ban cancels keeps the ban's error, as when it cancelled it)
+                    self.cancel_job(j, e.cancel_error if e.banned_job(j) else error)
         self.pending.clear()
         for e in self._queued_entities():
             e.queue.clear()

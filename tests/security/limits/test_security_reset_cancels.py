@@ -9,6 +9,11 @@ by `sched_jobs` × 4,095 contexts a ring. A pass now cancels at most
 `Scheduler.CANCELS_PER_PASS` jobs; the next pass comes at once, within any wait of the
 driver (`Kmd.wait_for`, `Kmd.elapse`), with the lock handed to the threads waiting for it in
 between, as drm_sched cancels a job at a time from its work item, no lock held across.
+
+A file's ban cancelled every job it had queued in the reset that banned it, as many at once:
+a client made `file_ban_after_hangs` - 1 hangs first, and the bound above was gone (8,000
+jobs, 0.12 s of the lock, another client's INFO waiting 128 ms). The passes after the ban
+cancel them now, with the ban's error, as drm_sched_entity_pop_job cancels a guilty entity's.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from __future__ import annotations
 import errno
 import threading
 import time
+
+import pytest
 
 import kmd_model
 from kmd_model import uapi
@@ -40,15 +47,17 @@ class _Info(threading.Thread):
         self.out.append(self.v.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)))
 
 
-def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chains: bool = False) -> dict:
+def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chains: bool = False,
+                           ban: bool = False) -> dict:
     """A client's gfx job hangs (a WAIT_REG_MEM nobody releases), and `contexts` contexts of
     its own each queue `sched_jobs` (32) SDMA jobs depending on it (`chains`: every other
     context's on the last job of the context before it instead, cancelled in turn). Its
-    WAIT_CS runs into the job's reset, which cancels them all. When the k-th of them is
+    WAIT_CS runs into the job's reset, which cancels them all (`ban`: the reset bans the
+    file, `file_ban_after_hangs` 1, and they are cancelled for the ban). When the k-th of them is
     cancelled, for each k in `info_at`, another client's INFO starts waiting for the
     driver's lock. Returns the cancellations done before each INFO got the lock ("waited"),
     the order they were made in, every dependent's WAIT_CS answer and the device's clock."""
-    kmd = kmd_model.bind(RefModel(), job_timeout=100_000)
+    kmd = kmd_model.bind(RefModel(), job_timeout=100_000, file_ban_after_hangs=1 if ban else 8)
     h, v = Client(), Client()
     ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
     root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
@@ -98,12 +107,15 @@ def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chai
             "hang": hang, "cancelled": kmd.stats["jobs_cancelled"]}
 
 
-def test_another_clients_ioctl_waits_for_a_bounded_number_of_a_resets_cancellations(monkeypatch):
+@pytest.mark.parametrize("how", ["dependency", "ban"])
+def test_another_clients_ioctl_waits_for_a_bounded_number_of_a_resets_cancellations(monkeypatch, how):
     """Two INFOs of another client, one waiting from the first dependent's cancellation, one
     from the middle of them: each gets the driver's lock after a number of cancellations that
-    does not grow with the dependents (before: all of them, every one in one lock hold)."""
-    few = _reset_with_dependents(monkeypatch, 8, info_at=(0, 100))
-    many = _reset_with_dependents(monkeypatch, 32, info_at=(0, 400))
+    does not grow with the dependents (before: all of them, every one in one lock hold).
+    ban: the hang bans the file, whose queued jobs were all cancelled in the reset (the
+    bound above bypassed by a client with `file_ban_after_hangs` - 1 hangs made first)."""
+    few = _reset_with_dependents(monkeypatch, 8, info_at=(0, 100), ban=how == "ban")
+    many = _reset_with_dependents(monkeypatch, 32, info_at=(0, 400), ban=how == "ban")
     assert len(few["order"]) == 8 * 32 + 1 and len(many["order"]) == 32 * 32 + 1  # (the hung job too)
     # 4 times the dependents, no longer a wait (one pass's share); it was every one of them
     assert max(many["waited"]) <= max(few["waited"]) < 8 * 32 // 2, (few["waited"], many["waited"])
@@ -124,15 +136,52 @@ def test_cancellations_split_across_passes_end_every_job_as_one_pass_did(monkeyp
     context's jobs in their order, at the same device time; chains of dependencies across
     contexts too (whose contexts' turns may come in another order: a pass that walks the run
     queue again finds the contexts a cancellation put back sooner)."""
-    for chains in (False, True):
+    for chains, ban in ((False, False), (True, False), (True, True)):
         with monkeypatch.context() as m:
             m.setattr(Scheduler, "CANCELS_PER_PASS", 1 << 30, raising=False)
-            one = _reset_with_dependents(m, 12, chains=chains)
-        split = _reset_with_dependents(monkeypatch, 12, chains=chains)
+            one = _reset_with_dependents(m, 12, chains=chains, ban=ban)
+        split = _reset_with_dependents(monkeypatch, 12, chains=chains, ban=ban)
         assert _by_context(split["order"]) == _by_context(one["order"]) and split["answers"] == one["answers"]
         assert split["now"] == one["now"] and split["cancelled"] == one["cancelled"] == 12 * 32 + 1
+        if ban:
+            assert set(split["answers"]) == {(errno.ECANCELED, "WAIT_CS: fd 3 is banned: its contexts' jobs timed "
+                                              "out 1 times (file_ban_after_hangs 1)")}, split["answers"][:3]
+            continue
         for a in split["answers"]:
             assert a[0] == errno.ECANCELED and a[1].startswith("WAIT_CS: Job(ctx "), a
             assert " on sdma0: its dependency Job(ctx " in a[1] and a[1].endswith(f" failed: {split['hang']}"), a
         assert sum(a[1].endswith(f"dependency Job(ctx 1 seq 0x1) failed: {split['hang']}")
                    for a in split["answers"]) == (6 if chains else 12) * 32
+
+
+def test_a_banned_files_job_a_later_reset_puts_back_runs_again():
+    """A file banned by a timeout on the SDMA ring (a queue reset: the gfx ring runs on) keeps
+    its job in the gfx ring, behind another client's that hangs there later; that one's reset
+    puts it back, innocent, and it runs again: the ban's cancellations, left to the passes
+    after it, are of the jobs queued at the ban, not of those a reset puts back since."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=20_000, fallback_poll=1_000, file_ban_after_hangs=1)
+    h, v = Client(), Client()
+    other = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    bo, vbo = h.bo(), v.bo()
+    hang = h.submit(sdma_ib(bo, sdma.poll_regmem(bo.addr + 0x3000, 1, 0xFFFFFFFF, "EQ", interval=4)))
+    assert not kmd.wait_for(lambda: False, 15_000)  # (the gfx jobs start late: they outlive the SDMA reset)
+    g = v.submit(v.ib(vbo, pm4.wait_reg_mem(vbo.addr + 0x800, 1, 1, "EQ")))
+    run = h.submit(h.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x100, [7]),
+                        0x400), ctx=other)
+    queued = h.submit(h.ib(bo, pm4.write_data(bo.addr + 0x104, [8]), 0x500), CsChunkDep(HwIp.GFX, 0, other, run),
+                      ctx=other)  # (held in its entity by its dependency)
+    assert kmd.wait_for(lambda: kmd.stats["job_timeouts"] == 1, 20_000)
+    assert h.f.banned and kmd.recovery_log == [("sdma0", "timeout"), ("sdma0", "queue_reset")]
+    with pytest.raises(KmdError) as ei:
+        h.wait(hang)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert kmd.sched.job_at_ring(kmd.sched.pending[1].ring_start).seq == run  # (in the ring, behind g)
+    with pytest.raises(KmdError) as ei:
+        v.wait(g, 100_000)
+    assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
+    assert kmd.recovery_log[2:] == [("gfx", "timeout"), ("gfx", "queue_reset")]
+    bo.u32[0x200] = 1
+    assert h.wait(run, ctx=other) and bo.u32[0x40] == 7
+    with pytest.raises(KmdError) as ei:  # (queued at the ban: cancelled)
+        h.wait(queued, ctx=other)
+    assert ei.value.errno == errno.ECANCELED and "is banned" in ei.value.message and bo.u32[0x41] == 0
