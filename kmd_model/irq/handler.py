@@ -295,6 +295,7 @@ class IrqMixin:
     def service(self) -> None:
         """Fold in whatever the hardware did: fences, interrupts, a pending reset, timeouts;
         then feed the ring. Every ioctl that depends on GPU state calls this first."""
+        self.wake_dependents()
         if self.dev.irq_level():
             self.irq_handler()
             if self.dev.now() - self.fallback_at >= self.params.fallback_poll:
@@ -328,9 +329,28 @@ class IrqMixin:
             if s.has_queued():
                 s.kick()
 
+    # Dependents of ended jobs a pass tells of their end (Job.ended) at most; the others are
+    # told in the passes after it, which a wait makes at once (wait_for), as it does those
+    # that cancel jobs
+    WAKES_PER_PASS = 1024
+
+    def wake_dependents(self) -> None:
+        """A new pass: the dependents ended jobs have still to tell (Job.ended), its share."""
+        self.wakes_left = self.WAKES_PER_PASS
+        while self.waking and self.wakes_left > 0:
+            job, deps, at = self.waking[0]
+            n = min(len(deps) - at, self.wakes_left)
+            job.tell(deps, at, at + n)
+            self.wakes_left -= n
+            if at + n == len(deps):
+                self.waking.popleft()
+            else:
+                self.waking[0] = (job, deps, at + n)
+
     def cancels_due(self) -> bool:
-        """Did a scheduler's last pass leave jobs to cancel for its next (CANCELS_PER_PASS)?"""
-        return any(s.cancels_due for s in self.scheds)
+        """Did a pass leave work for the next: jobs to cancel (Scheduler.CANCELS_PER_PASS),
+        dependents to tell of an end (WAKES_PER_PASS)?"""
+        return bool(self.waking) or any(s.cancels_due for s in self.scheds)
 
     def wait_unlocked(self, done, timeout: int) -> bool:
         """wait_for, for an ioctl waiting on a client's work (a CS for its context's slot,

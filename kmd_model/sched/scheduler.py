@@ -125,15 +125,34 @@ class Job:
 
     def ended(self) -> None:
         """It finished (well or with `error`): its dependents count it, and a dependent at the
-        head of an entity parked for its dependencies goes back to its run queue."""
-        for j in self.dependents:
+        head of an entity parked for its dependencies goes back to its run queue. As many as
+        the pass has left of its share (Kmd.wakes_left) now, the others in the passes after
+        it (Kmd.wake_dependents): every one in one go, a job 131,000 jobs of a file's
+        contexts depend on (sched_jobs x 4,095 a ring) held the driver's lock for them all as
+        it ended (32,000: 27 to 57 ms)."""
+        deps, self.dependents = self.dependents, []
+        kmd = self.sched.kmd if self.sched is not None else None
+        if kmd is None or len(deps) <= kmd.wakes_left:
+            self.tell(deps, 0, len(deps))
+            if kmd is not None:
+                kmd.wakes_left -= len(deps)
+            return
+        n = max(0, kmd.wakes_left)
+        self.tell(deps, 0, n)
+        kmd.wakes_left -= n
+        kmd.waking.append((self, deps, n))
+
+    def tell(self, deps: list, lo: int, hi: int) -> None:
+        """Its dependents deps[lo:hi] count its end (ended)."""
+        failed = self.error is not None
+        for i in range(lo, hi):
+            j = deps[i]
             j.deps_left -= 1
-            if self.error is not None:
+            if failed:
                 j.deps_failed += 1
             e = j.entity
             if e is not None and e.parked and e.queue and e.queue[0] is j and (not j.deps_left or j.deps_failed):
                 j.sched._unpark(e)
-        self.dependents = []
 
     def holds(self, bo) -> bool:
         """Whether it keeps `bo` allocated until it ends."""
