@@ -21,6 +21,7 @@ MODULES = (
     "kmd_model/irq/handler.py",
     "kmd_model/sched/ring.py",
     "kmd_model/sched/scheduler.py",
+    "kmd_model/sched/job.py",
     "kmd_model/ioctl/dispatch.py",
     "kmd_model/ioctl/trace.py",
     "kmd_model/ioctl/gem.py",
