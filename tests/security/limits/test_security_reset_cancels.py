@@ -247,3 +247,27 @@ def test_a_job_many_depend_on_tells_them_of_its_end_a_bounded_share_a_lock_hold(
     assert many <= few < 20 * 32, (few, many)  # (it was every one of them: 640 and 2,560)
     # (the pass of the interrupt handler that signalled it, and the next, in the WAIT_CS)
     assert many <= 2 * Kmd.WAKES_PER_PASS, many
+
+
+def test_time_a_client_lets_pass_finishes_the_cancellations_as_a_wait_does(monkeypatch):
+    """File.elapse (the client runs outside the driver while the GPU runs) makes the passes
+    a reset left to cancel at once, as a wait does, before the device runs on: every
+    dependent ends at the device time the first was cancelled, as when one pass cancelled
+    them all (without it, at four times, a fallback_poll apart)."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=100_000)
+    at = []
+    real = Scheduler.cancel_job
+    monkeypatch.setattr(Scheduler, "cancel_job", lambda self, j, e: at.append(kmd.dev.now()) or real(self, j, e))
+    h = Client()
+    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    n = 4 * Scheduler.CANCELS_PER_PASS
+    for _ in range(n // kmd.params.sched_jobs):
+        c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+        for _ in range(kmd.params.sched_jobs):
+            h.io(Request.CS, CsArgs(c, [job, CsChunkDep(HwIp.GFX, 0, h.ctx, root)]))
+    h.f.elapse(200_000)
+    assert kmd.stats["job_timeouts"] == 1 and kmd.stats["jobs_cancelled"] == n + 1 == len(at)
+    assert not kmd.sdma_sched.has_queued() and not kmd.cancels_due()
+    assert len(set(at[1:])) == 1, sorted(set(at))  # (at[0]: the hung job's, before the ring test after its reset)
