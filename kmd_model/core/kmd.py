@@ -19,6 +19,7 @@ interrupts and waits (irq/handler.py), recovery (reset/recovery.py) and the job 
 from __future__ import annotations
 
 import errno
+from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -165,6 +166,10 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         # wait_unlocked).
         self.lock = DriverLock()
         self.deferred_release: list = []  # files closed from inside an ioctl: released after it (File.close)
+        # ended jobs whose dependents are still to be told (Job.ended), as (job, dependents,
+        # how many told), and how many a pass may still tell (IrqMixin.wake_dependents)
+        self.waking: deque = deque()
+        self.wakes_left = self.WAKES_PER_PASS
         # Observers see the driver's events as they happen (gpucosim's timeline and crash
         # reports): `observer(event, fields)`, see `notify`. Set before bring-up, so the
         # ring test's doorbell is seen too.

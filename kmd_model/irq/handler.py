@@ -295,6 +295,7 @@ class IrqMixin:
     def service(self) -> None:
         """Fold in whatever the hardware did: fences, interrupts, a pending reset, timeouts;
         then feed the ring. Every ioctl that depends on GPU state calls this first."""
+        self.wake_dependents()
         if self.dev.irq_level():
             self.irq_handler()
             if self.dev.now() - self.fallback_at >= self.params.fallback_poll:
@@ -328,10 +329,34 @@ class IrqMixin:
             if s.has_queued():
                 s.kick()
 
+    # Dependents of ended jobs a pass tells of their end (Job.ended) at most; the others are
+    # told in the passes after it, which a wait makes at once (wait_for), as it does those
+    # that cancel jobs
+    WAKES_PER_PASS = 1024
+
+    def wake_dependents(self) -> None:
+        """A new pass: the dependents ended jobs have still to tell (Job.ended), its share."""
+        self.wakes_left = self.WAKES_PER_PASS
+        while self.waking and self.wakes_left > 0:
+            job, deps, at = self.waking[0]
+            n = min(len(deps) - at, self.wakes_left)
+            job.tell(deps, at, at + n)
+            self.wakes_left -= n
+            if at + n == len(deps):
+                self.waking.popleft()
+            else:
+                self.waking[0] = (job, deps, at + n)
+
+    def cancels_due(self) -> bool:
+        """Did a pass leave work for the next: jobs to cancel (Scheduler.CANCELS_PER_PASS),
+        dependents to tell of an end (WAKES_PER_PASS)?"""
+        return bool(self.waking) or any(s.cancels_due for s in self.scheds)
+
     def wait_unlocked(self, done, timeout: int) -> bool:
         """wait_for, for an ioctl waiting on a client's work (a CS for its context's slot,
         WAIT_CS, GEM_WAIT_IDLE): in steps of `fallback_poll` cycles at most, the driver's lock
-        handed to the threads waiting for it in between (core/lock.py). So `done` may only
+        handed to the threads waiting for it in between (core/lock.py), and between the
+        scheduler passes that cancel jobs for a failed dependency (wait_for). So `done` may only
         look at objects it holds, and the caller must look up again anything it needs after
         (the file may be closed, the context freed, a BO closed or unmapped meanwhile)."""
         dev = self.dev
@@ -356,11 +381,15 @@ class IrqMixin:
         waiting for it between steps (of fallback_poll cycles at most), as wait_unlocked
         does: a client spinning for long holds no other client's ioctl back. A held signal
         ends it early, as it ends a wait inside an ioctl (EINTR there): the time passing
-        promises nothing, and 2**32 cycles on a simulator held ^C and `--timeout` for hours."""
+        promises nothing, and 2**32 cycles on a simulator held ^C and `--timeout` for hours.
+        Jobs a scheduler pass left to cancel are cancelled first, as wait_for does."""
         dev = self.dev
         deadline = dev.now() + cycles
         while True:
             self.service()
+            if self.cancels_due():
+                self.lock.yield_to_waiters()
+                continue
             now = dev.now()
             if now >= deadline or signals.pending():
                 return
@@ -372,13 +401,22 @@ class IrqMixin:
 
     def wait_for(self, done, timeout: int) -> bool:
         """Wait until `done()` or `timeout` cycles pass; interrupts, fallback polls, resets
-        and timeouts are handled on the way."""
+        and timeouts are handled on the way. While a scheduler pass leaves jobs to cancel
+        (Scheduler.CANCELS_PER_PASS), the next pass comes at once, no device time passing,
+        the driver's lock handed to the threads waiting for it in between: as a kernel's
+        scheduler cancels them from its worker, not in the waiting ioctl's critical section."""
         dev = self.dev
         deadline = dev.now() + timeout
         while True:
             self.service()
             if done():
                 return True
+            if self.cancels_due():
+                # a scheduler pass left jobs to cancel (Scheduler.CANCELS_PER_PASS): the next
+                # pass now, with no device time passing, the threads waiting for the driver's
+                # lock let in first (only between passes: each ioctl of theirs waits for one)
+                self.lock.yield_to_waiters()
+                continue
             now = dev.now()
             if now >= deadline:
                 return False

@@ -152,9 +152,18 @@ class RecoveryMixin:
             ctx.banned = ctx.banned or file.banned
         err = KmdError(errno.ECANCELED, file.banned)
         for s in self.scheds:
-            for ctx in {j.ctx: None for j in (*s.pending, *s.queue) if j.ctx.file is file and not j.finished}:
-                ctx.banned = ctx.banned or file.banned  # (a freed context's jobs too)
-                s.drop_context(ctx, err, queued_only=s not in reset)
+            # (a freed context's jobs too.) Those in a ring just reset now (they would run
+            # again), the queued ones by the scheduler's passes to come, a bounded number a
+            # pass (Scheduler.cancel_queued); every entity of the file's is looked at, not
+            # every job queued
+            for ctx in {j.ctx: None for j in s.pending if j.ctx.file is file and not j.finished}:
+                ctx.banned = ctx.banned or file.banned
+                if s in reset:
+                    s.drop_context(ctx, err, in_ring_only=True)
+            for e in s._queued_entities():
+                if e.ctx.file is file and e.queue:
+                    e.ctx.banned = e.ctx.banned or file.banned
+                    s.cancel_queued(e, err)
 
     def gpu_recover(self, guilty: Job | None, info: HwErrorInfo, counted=None, ring: Scheduler | None = None) -> None:
         """The full reset, the last step of the ladder: stop every ring -> reset the device ->

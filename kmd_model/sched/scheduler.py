@@ -7,7 +7,7 @@ is room and fewer than `hw_submission_limit` of the ring's jobs are in flight: i
 first run queue, highest priority first, with a ready entity, round robin within it
 (drm_sched's RR policy); an entity is ready when its next job's dependencies (jobs of any
 ring, CS dependency chunks) have finished. A job whose dependency failed is cancelled with
-ECANCELED without running. Jobs of one entity run in submission order. `run_job` emits the
+ECANCELED without running (CANCELS_PER_PASS a pass at most). Jobs of one entity run in submission order. `run_job` emits the
 IBs, the user fence and the hardware fence and commits; the ring's fence driver signals the
 hardware fence, `free_job` then retires the job.
 
@@ -21,16 +21,15 @@ same with the job as the guilty one.
 from __future__ import annotations
 
 import logging
-import errno
 import bisect
 from collections import deque
-from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from ..log import get_logger
 from ..uapi import KmdError
 from .fence import Fence, FenceDriver
+from .job import FailedDep, Job, dependency_failed, ring_dw  # noqa: F401 (the scheduler's names: ioctl/cs.py)
 from .ring import Ring
 
 if TYPE_CHECKING:
@@ -63,116 +62,30 @@ class Entity:
         self.in_rq = False  # in its run queue: while it has jobs queued (Scheduler._enqueue)
         self.parked = False  # out of it while its head job waits for dependencies (Scheduler._park)
         self.turn = 0  # its place in the round robin: when it was made or last served (Scheduler._turns)
+        # its file was banned: each job it had queued then (none has run: Job.runs) is
+        # cancelled with this by the passes to come (Scheduler.cancel_queued)
+        self.cancel_error: KmdError | None = None
+
+    def banned_job(self, job: "Job") -> bool:
+        """Is `job` one its file's ban cancels (queued then; a job in a ring then that a later
+        reset puts back is innocent there, and runs again)?"""
+        return self.cancel_error is not None and not job.runs
 
     def __repr__(self) -> str:
         return f"Entity(ctx {self.ctx.id}, {self.priority.name})"
 
 
-def ring_dw(ring: "Ring | type[Ring]", n_ibs: int, user_fence: bool) -> int:
-    """Ring dwords a job of `n_ibs` IB chunks writes (run_job: its IB packets, its fence and
-    the user fence's), before the commit's padding."""
-    return n_ibs * ring.IB_DW + ring.FENCE_DW * (2 if user_fence else 1)
-
-
-@dataclass(eq=False)
-class Job:
-    ctx: "Context"
-    seq: int  # the context's seqno: the CS result and the user fence value
-    ibs: list[tuple[int, int]]  # (gpu_addr, size_dw)
-    user_fence: int | None  # GPU address of the user fence dword
-    # what it holds besides its VM's BOs of its generation (`gen`: Vm.job_started): its user
-    # fence's BO, BOs unmapped while it was in a ring (Kmd.hold_for_jobs_in_rings)
-    bos: set = field(default_factory=set)
-    gen: int = -1
-    hw_fence: Fence | None = None
-    finished: bool = False
-    error: KmdError | None = None
-    ring_start: int = 0  # ring wptr range of its packets (free running)
-    ring_end: int = 0
-    runs: int = 0  # 1 + resubmissions
-    checked: Any = None  # the CheckedJob whose shadow copies `ibs` name (None: cs_check off)
-    vm: Any = None  # the file's Vm (kmd_model/mm/vm.py): its IBs run with the VMID it holds
-    vmid: int = 0
-    ring: Ring | None = None  # the ring it runs on (its scheduler's)
-    deps: list = field(default_factory=list)  # jobs (of any ring) that must finish first (set_deps)
-    entity: Entity | None = None  # its context's entity on its ring (push_job)
-    sched: Any = None  # the scheduler of its ring (push_job)
-    # its dependencies not finished yet, and those that failed: counted as each ends
-    # (dependency_ended), so a scheduler pass looks at a job once, not at each of its deps
-    deps_left: int = 0
-    deps_failed: int = 0
-    dependents: list = field(default_factory=list)  # jobs waiting for this one (their set_deps)
-
-    def set_deps(self, deps: list) -> None:
-        """The jobs (or FailedDeps) it waits for: each unfinished one tells it when it ends
-        (drm_sched_entity_add_dependency_cb's part). A job named twice is waited for once
-        (drm_sched_job_add_dependency's dedup): 1,024 chunks naming it counted it 1,024 times."""
-        self.deps = deps = list(dict.fromkeys(deps))  # (Jobs by identity, FailedDeps by value)
-        for d in deps:
-            if not d.finished:
-                d.dependents.append(self)
-                self.deps_left += 1
-            elif d.error is not None:
-                self.deps_failed += 1
-
-    def ended(self) -> None:
-        """It finished (well or with `error`): its dependents count it, and a dependent at the
-        head of an entity parked for its dependencies goes back to its run queue."""
-        for j in self.dependents:
-            j.deps_left -= 1
-            if self.error is not None:
-                j.deps_failed += 1
-            e = j.entity
-            if e is not None and e.parked and e.queue and e.queue[0] is j and (not j.deps_left or j.deps_failed):
-                j.sched._unpark(e)
-        self.dependents = []
-
-    def holds(self, bo) -> bool:
-        """Whether it keeps `bo` allocated until it ends."""
-        return bo in self.bos or (self.vm is not None and self.gen >= 0 and self.vm.holds_at(bo, self.gen))
-
-    def client_addr(self, addr: int) -> int:
-        """An address in the job's shadow copies as the client knows it (error reports)."""
-        return self.checked.client_addr(addr) if self.checked is not None else addr
-
-    @property
-    def ndw(self) -> int:
-        """Ring dwords run_job writes (before padding)."""
-        return ring_dw(self.ring or Ring, len(self.ibs), self.user_fence is not None)
-
-    def __repr__(self) -> str:
-        return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"
-
-
-def dependency_failed(job: Job, ring: str, bad: "Job | FailedDep") -> KmdError:
-    """The ECANCELED of `job`, cancelled on `ring` because its dependency `bad` failed: it names
-    `bad` and the first error of the chain (`bad`'s own, or, when `bad` was itself cancelled
-    for a dependency, the one that began it), kept as the error's `cause`. It held `bad`'s
-    whole message, so each job of a chain held every message before it: 1,000 CSs in a
-    chain left 36 MB of messages in one context's record of failed jobs, the last 72,578
-    characters long, and a chain may go on for ever."""
-    cause = getattr(bad.error, "cause", None) or bad.error.message
-    err = KmdError(errno.ECANCELED, f"{job!r} on {ring}: its dependency {bad!r} failed: {cause}", bad.error.info)
-    err.cause = cause
-    return err
-
-
-@dataclass(frozen=True)
-class FailedDep:
-    """A CS dependency on a job that had already failed (its error kept in Context.failed):
-    finished with that error, so the scheduler cancels the dependent job as for a Job."""
-
-    ctx_id: int
-    seq: int
-    error: KmdError
-    finished: bool = True
-
-    def __repr__(self) -> str:
-        return f"Job(ctx {self.ctx_id} seq {self.seq:#x})"
-
-
 class Scheduler:
     """drm_gpu_scheduler for one ring: run queues of entities, the jobs in flight, the timer."""
+
+    # Jobs one pass (kick) cancels at most for a failed dependency; the rest wait in their
+    # entities for the next pass, which a wait of the driver makes at once, no device time
+    # passing, the driver's lock handed to the threads waiting for it in between
+    # (Kmd.wait_for, Kmd.elapse), as drm_sched cancels them a job at a time from its work
+    # item. One pass cancelled them all: a hung job 8,000 jobs of a client's contexts
+    # depended on held the lock 0.16 to 0.3 s in the pass after its reset, every other
+    # client's ioctls waiting, and a file may queue `sched_jobs` x 4,095 contexts a ring.
+    CANCELS_PER_PASS = 64
 
     def __init__(self, kmd: "Kmd", job_timeout: int, ring: Ring | None = None,
                  fence_drv: FenceDriver | None = None, hw_submission_limit: int = 1 << 30):
@@ -208,6 +121,8 @@ class Scheduler:
         # other CP queue)
         self.busy_at = 0
         self.error: Any = None  # an extra ring's CpErrorState, until Kmd recovers the ring
+        self.cancels_left = 0  # cancellations the running pass may still make (CANCELS_PER_PASS)
+        self.cancels_due = False  # the last pass left jobs to cancel for the next (Kmd.wait_for)
 
     @property
     def name(self) -> str:
@@ -300,19 +215,26 @@ class Scheduler:
         walk, made again after each entity passed over, cost a pass the square of the
         entities waiting for a VMID: 2,000 contexts of one file, each with a job queued
         while 15 files held every VMID, made each ioctl of every client hold the driver's
-        lock 0.4 s."""
+        lock 0.4 s. At most CANCELS_PER_PASS jobs are cancelled in one pass: an entity whose
+        head is to be cancelled after that stays in its run queue, as it is, for the next."""
         while True:
             mark = (self._turns, self._rq_adds)
             for rq in self.rqs:
                 for e in list(rq):
                     if not e.in_rq:
                         continue  # (left it since the walk began)
-                    while e.queue and e.queue[0].deps_failed:
+                    while e.queue and self.cancels_left and (e.banned_job(e.queue[0]) or e.queue[0].deps_failed):
                         job = e.queue.popleft()
+                        self.cancels_left -= 1
+                        if e.banned_job(job):  # (its ban's error first, as when the ban cancelled it)
+                            self.cancel_job(job, e.cancel_error)
+                            continue
                         bad = next(d for d in job.deps if d.finished and d.error is not None)
                         self.cancel_job(job, dependency_failed(job, self.name, bad))
                     if not e.queue:
                         self._dequeue(e)  # (its jobs were cancelled)
+                    elif e.banned_job(e.queue[0]) or e.queue[0].deps_failed:
+                        self.cancels_due = True  # (the pass made its share: the next cancels it)
                     elif not e.queue[0].deps_left:
                         yield e
                     else:
@@ -358,6 +280,7 @@ class Scheduler:
         # others may go
         no_vmid: set = set()
         passed: set[Entity] = set()
+        self.cancels_left, self.cancels_due = self.CANCELS_PER_PASS, False
         ready = self._ready()
         while not self.stopped and len(self.pending) < self.hw_submission_limit:
             resubmitted = self._next_resubmitted()
@@ -496,7 +419,26 @@ class Scheduler:
     def stop(self) -> None:
         self.stopped = True
 
-    def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False) -> list[Job]:
+    def cancel_queued(self, e: Entity, error: KmdError) -> None:
+        """Every job queued in `e` (a banned file's context's) is cancelled with `error` by the
+        passes to come, CANCELS_PER_PASS a pass (_ready), none run: as drm_sched_entity_pop_job
+        gives a guilty entity's jobs ECANCELED as it pops them. The ban cancelled them all at
+        once (drop_context), the 131,000 jobs a file may queue on a ring in one hold of the
+        driver's lock: 8,000 held it some 0.12 s, as the dependents of a hung job did."""
+        while e.queue and e.queue[0].runs:
+            # put back by a reset, not in the ring again yet (its jobs in a ring then, at the
+            # front of its queue): now, as the ban did, a ring's worth at most
+            job = e.queue.popleft()
+            self.cancel_job(job, error)
+        e.cancel_error = error
+        if not e.queue:
+            self._dequeue(e)
+        self._unpark(e)  # (its head may wait for dependencies: cancelled without them)
+        if e.queue:
+            self.cancels_due = True  # (the waits make the passes: Kmd.wait_for)
+
+    def drop_context(self, ctx: "Context", error: KmdError, queued_only: bool = False,
+                     in_ring_only: bool = False) -> list[Job]:
         """Cancel every unfinished job of a guilty context, queued or in the ring (only
         queued ones with `queued_only`: on a ring that was not reset, its running jobs end).
         Its own jobs are looked at (Context.jobs, in submission order), and the ring's, not
@@ -505,10 +447,11 @@ class Scheduler:
         fault 18 ms of the driver's lock (a file's ban, a walk a context, minutes)."""
         running = {id(j) for j in self.pending}
         in_ring = [] if queued_only else [j for j in self.pending if j.ctx is ctx and not j.finished]
-        queued = [j for j in ctx.jobs.values() if j.sched is self and not j.finished and id(j) not in running]
+        queued = [] if in_ring_only else \
+            [j for j in ctx.jobs.values() if j.sched is self and not j.finished and id(j) not in running]
         dropped = in_ring + queued
-        for j in dropped:
-            self.cancel_job(j, error)
+        for j in dropped:  # (one its file's ban cancels keeps the ban's error: Entity.banned_job)
+            self.cancel_job(j, j.entity.cancel_error if j.entity is not None and j.entity.banned_job(j) else error)
         if in_ring:
             self.pending = deque(j for j in self.pending if not j.finished)
         for e in {j.entity: None for j in queued if j.entity is not None}:  # (the only queues changed)
@@ -556,9 +499,13 @@ class Scheduler:
         return redo
 
     def cancel_all(self, error: KmdError) -> None:
-        for j in (*self.pending, *self.queue):
+        for j in self.pending:
             if not j.finished:
                 self.cancel_job(j, error)
+        for e in self._queued_entities():
+            for j in e.queue:
+                if not j.finished:  # (one its file's ban cancels keeps the ban's error, as when it cancelled it)
+                    self.cancel_job(j, e.cancel_error if e.banned_job(j) else error)
         self.pending.clear()
         for e in self._queued_entities():
             e.queue.clear()

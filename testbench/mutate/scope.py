@@ -21,6 +21,7 @@ MODULES = (
     "kmd_model/irq/handler.py",
     "kmd_model/sched/ring.py",
     "kmd_model/sched/scheduler.py",
+    "kmd_model/sched/job.py",
     "kmd_model/ioctl/dispatch.py",
     "kmd_model/ioctl/trace.py",
     "kmd_model/ioctl/gem.py",
@@ -161,6 +162,8 @@ TESTS = (
     "tests/security/limits/test_security_kmd_resources.py",
     "tests/security/limits/test_security_job_memory.py",
     "tests/security/limits/test_security_kept_records.py",
+    # a reset's cancellations of the jobs depending on its job, a bounded share a lock hold
+    "tests/security/limits/test_security_reset_cancels.py",
     "tests/security/memory/test_security_wedged.py",
     "tests/security/client_code/test_security_reentry.py",
     "tests/security/client_code/test_security_recursion_limit.py",

@@ -144,9 +144,10 @@ def test_hostile_clients_leave_the_innocent_one_and_the_driver_whole(seed):
     assert not any(s.parked for s in kmd.scheds)
 
 
-def _lines_in(fn, module: str = "sched/scheduler.py") -> tuple[int, tuple]:
-    """Line events in kmd_model/`module` while `fn()` runs (a count of its steps that load
-    does not move, unlike its time), and what `fn` returned."""
+def _lines_in(fn, module: str | tuple = ("sched/scheduler.py", "sched/job.py")) -> tuple[int, tuple]:
+    """Line events in kmd_model/`module` (or each of a tuple) while `fn()` runs (a count of its
+    steps that load does not move, unlike its time), and what `fn` returned. The scheduler's
+    by default: its module and its jobs' (sched/job.py)."""
     import sys
     lines = [0]
 
@@ -165,7 +166,7 @@ def _lines_in(fn, module: str = "sched/scheduler.py") -> tuple[int, tuple]:
 
 
 def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]:
-    """Line events in kmd_model/sched/scheduler.py while an innocent client makes one CS, with
+    """Line events in kmd_model/sched/scheduler.py and job.py while an innocent client makes one CS, with
     a hostile one's `contexts` contexts each holding a queued copy job with `ndeps` dependency
     chunks on its gfx job that holds the CP; then the hold ends and everything runs. Returns
     the count and the hostile jobs' WAIT_CS answers."""
@@ -203,7 +204,7 @@ def test_a_job_with_many_dependencies_costs_the_scheduler_no_more_than_one_with_
 
 
 def _scheduler_steps_with_idle_contexts(contexts: int) -> int:
-    """Line events in kmd_model/sched/scheduler.py while an innocent client makes one CS and
+    """Line events in kmd_model/sched/scheduler.py and job.py while an innocent client makes one CS and
     waits for it, beside a hostile file whose `contexts` contexts each ran one job (their
     entities idle, the contexts kept)."""
     from kmd_model.uapi import CsArgs

@@ -441,7 +441,7 @@ def _scheduler_steps_beside_jobs_waiting_for_a_vmid(contexts: int, files: int = 
             held.append((h, ctx, h.submit(chunk, ctx=ctx)))
     assert len(kmd.sched.queue) == files * contexts
     lines, (seq,) = _lines_in(lambda: inn.submit(inn.ib(ibo, pm4.write_data(ibo.addr + 0x800, [1]))),
-                              ("sched/scheduler.py", "mm/vmid.py"))
+                              ("sched/scheduler.py", "sched/job.py", "mm/vmid.py"))
     for _, bo in holders:
         bo.u32[0x200] = 1
     assert inn.wait(seq, 1 << 24) and ibo.u32[0x200] == 1
@@ -535,7 +535,7 @@ def test_many_mappings_removed_at_once_cost_one_cut_of_the_checkers_view(how, mo
 # ------------------------------------------------------------------------------ a guilty context's jobs
 
 def _scheduler_steps_of_a_fault(contexts: int) -> int:
-    """Line events in kmd_model/sched/scheduler.py while a client's SDMA job faults and its
+    """Line events in kmd_model/sched/scheduler.py and job.py while a client's SDMA job faults and its
     ring is reset (the WAIT_CS that finds it), beside `contexts` contexts of its own, each
     with 4 SDMA jobs queued on a dependency on its gfx job that holds the CP; then the hold
     ends and those run."""
