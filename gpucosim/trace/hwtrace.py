@@ -81,6 +81,40 @@ def monitors_wanted() -> list[str]:
     return which
 
 
+@functools.lru_cache(maxsize=None)
+def _elaborated_states(data_width: int) -> dict[str, dict[int, str]]:
+    """{block: {encoding: state name}} of every parser FSM in one elaboration of the top:
+    the launcher asks for the CP's and the copy engine's in turn, and each elaboration of
+    GpuTop is about 2 s of CPU (one per process and data width now, not one per block)."""
+    from amaranth.hdl import Fragment, Signal
+
+    try:
+        from amaranth.hdl import Switch
+    except ImportError:  # amaranth 0.5 keeps it private
+        from amaranth.hdl._ast import Switch
+    from rtl.top import GpuTop
+
+    frag = Fragment.get(GpuTop(data_width), None)
+    found: dict[str, dict[int, str]] = {}
+
+    def walk(f, path: tuple) -> None:
+        block = path[-1]
+        for stmts in f.statements.values():
+            for s in stmts:
+                if isinstance(s, Switch) and isinstance(s.test, Signal) and s.test.name == f"{block}_state":
+                    sig = s.test
+                    for n in range(1 << len(sig)):
+                        try:
+                            found.setdefault(block, {})[n] = sig.decoder(n).rsplit("/", 1)[0]
+                        except (KeyError, TypeError):
+                            pass
+        for sub, name, *_ in f.subfragments:
+            walk(sub, path + (str(name),))
+
+    walk(frag, ("top",))
+    return found
+
+
 def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str = "cp") -> dict[int, str]:
     """{encoding: state name} of a parser FSM (`block`: "cp", or "sdma" for the copy
     engine's; the state signal is `<block>_state`), from the Amaranth design.
@@ -95,32 +129,7 @@ def fsm_states(data_width: int = 64, cache_dir: Path | None = None, block: str =
             return {int(k): v for k, v in json.loads(cache.read_text()).items()}
         except (OSError, ValueError, AttributeError):  # (none yet; or half of one: made again)
             pass
-    from amaranth.hdl import Fragment, Signal
-
-    try:
-        from amaranth.hdl import Switch
-    except ImportError:  # amaranth 0.5 keeps it private
-        from amaranth.hdl._ast import Switch
-    from rtl.top import GpuTop
-
-    frag = Fragment.get(GpuTop(data_width), None)
-    found: dict[int, str] = {}
-
-    def walk(f, path: tuple) -> None:
-        if path[-1:] == (block,):
-            for stmts in f.statements.values():
-                for s in stmts:
-                    if isinstance(s, Switch) and isinstance(s.test, Signal) and s.test.name == f"{block}_state":
-                        sig = s.test
-                        for n in range(1 << len(sig)):
-                            try:
-                                found[n] = sig.decoder(n).rsplit("/", 1)[0]
-                            except (KeyError, TypeError):
-                                pass
-        for sub, name, *_ in f.subfragments:
-            walk(sub, path + (str(name),))
-
-    walk(frag, ("top",))
+    found = dict(_elaborated_states(data_width).get(block, {}))
     if not found or "RUN" not in found.values():
         raise RuntimeError(f"cannot find the {block} FSM ({block}_state) in rtl.top.GpuTop")
     if cache is not None:

@@ -8,33 +8,69 @@ protocol (bursts within 4 KiB, WLAST, handshake stability, W in AW order, IDs).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from testbench import sim
 from testbench.sim.dma_design import dma_design
 
+from tests.conftest import shared_run
+
 MODULE = "tests.rtl.cocotb_dma"
 DATA_TESTS = ["test_alignments", "test_random", "test_zero_length_and_4k", "test_raw_wait"]
 ERROR_TESTS = ["test_read_errors", "test_write_errors", "test_error_cancels_queue", "test_abort"]
+WIDTH_TESTS = ["test_alignments", "test_random", "test_read_errors", "test_write_errors"]
+BENCH = "test_bench"
 
 
-def _run(simulator: str, width: int, tests: list[str], tag: str, **kw) -> sim.Results:
-    res = sim.run(dma_design(width), simulator, MODULE, tests, tag=tag, **kw)
-    assert res.ok, res.explain()
-    assert res.tests == len(tests), f"expected {len(tests)} cocotb tests, ran {res.tests}\n{res.explain()}"
-    return res
+# The engines' figures (test_bench) are measured on the same design as a width's tests
+# (the default configuration) and in the same simulator process: one start instead of two
+# (about 1 s of CPU each, six of them); each test resets the bench and brings its own memory,
+# and test_bench reads none of the knobs (DMA_SCALE, DMA_SEED) the width's tests are given.
+SESSIONS = {64: (DATA_TESTS + ERROR_TESTS, "w64", {}),
+            32: (WIDTH_TESTS, "w32", {"DMA_SCALE": "1", "DMA_SEED": "32"}),
+            256: (WIDTH_TESTS, "w256", {"DMA_SCALE": "0.5", "DMA_SEED": "256"})}
 
 
+def _session(simulator: str, width: int) -> tuple[sim.Results, dict | None]:
+    """The width's simulator session, once per pytest run: its results and test_bench's figures."""
+    tests, tag, env = SESSIONS[width]
+
+    def run():
+        out = sim.BUILD / "runs" / f"dma-figures-{simulator}-{width}-{os.getpid()}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.unlink(missing_ok=True)
+        res = sim.run(dma_design(width), simulator, MODULE, tests + [BENCH], tag=tag,
+                      extra_env={**env, "GPUCOSIM_BENCH_OUT": str(out)})
+        figures = json.loads(out.read_text()) if out.exists() else None
+        out.unlink(missing_ok=True)
+        return res, figures
+
+    return shared_run(f"dma-{simulator}-w{width}", run)
+
+
+def _passed(res: sim.Results, tests: list[str]) -> None:
+    """Every one of `tests` ran and passed in the session (the others are another test's)."""
+    mine = [f for f in res.failures if f[0] in tests or f[0] == "simulator"]
+    missing = [t for t in tests if t not in res.passed]
+    assert not mine and not missing, f"failed: {mine}, did not pass: {missing}\n{res.explain()}"
+
+
+def _width(width: int):
+    return pytest.param(width, marks=pytest.mark.xdist_group(f"dma-w{width}"))
+
+
+@pytest.mark.xdist_group("dma-w64")
 def test_dma_64(simulator):
-    _run(simulator, 64, DATA_TESTS + ERROR_TESTS, tag="w64")
+    res, _ = _session(simulator, 64)
+    _passed(res, DATA_TESTS + ERROR_TESTS)
 
 
-@pytest.mark.parametrize("width", [32, 256])
+@pytest.mark.parametrize("width", [_width(32), _width(256)])
 def test_dma_widths(simulator, width):
-    scale = "0.5" if width == 256 else "1"
-    _run(simulator, width, ["test_alignments", "test_random", "test_read_errors", "test_write_errors"],
-         tag=f"w{width}", extra_env={"DMA_SCALE": scale, "DMA_SEED": str(width)})
+    res, _ = _session(simulator, width)
+    _passed(res, WIDTH_TESTS)
 
 
 def test_dma_small_config(simulator):
@@ -46,12 +82,12 @@ def test_dma_small_config(simulator):
     assert res.ok, res.explain()
 
 
-@pytest.mark.parametrize("width", [32, 64, 256])
-def test_dma_figures(simulator, width, tmp_path, record_property):
+@pytest.mark.parametrize("width", [_width(32), _width(64), _width(256)])
+def test_dma_figures(simulator, width, record_property):
     """Bus efficiency and fixed cost: printed, not asserted (figures belong to `make bench`)."""
-    out = tmp_path / "dma.json"
-    _run(simulator, width, ["test_bench"], tag=f"bench{width}", extra_env={"GPUCOSIM_BENCH_OUT": str(out)})
-    figures = json.loads(out.read_text())
+    res, figures = _session(simulator, width)
+    _passed(res, [BENCH])
+    assert figures is not None, f"test_bench wrote no figures\n{res.explain()}"
     print(f"\nDMA figures, {simulator}, {width}-bit bus:")
     for name, v in figures.items():
         record_property(f"{simulator}_dw{width}_{name}", v)

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from tests.conftest import shared_run
+
 from .cli_helpers import ROOT, gpucosim, usage_error
 
 
@@ -303,7 +305,9 @@ def test_sim_shows_the_whole_journey(backend):
     assert set(LAYERS) <= seen, sorted(set(LAYERS) - seen)
     cp = [ln for ln in lines if ln.startswith("[cp] ")]
     # the model built with the RTL's engines only (today all of them): the same device
-    model_cp = [ln for ln in _demo("model", "--rtl-engines") if ln.startswith("[cp] ")]
+    # (the same model run for both simulators: made once per pytest run)
+    model = shared_run("demo-model-rtl-engines", lambda: _demo("model", "--rtl-engines"))
+    model_cp = [ln for ln in model if ln.startswith("[cp] ")]
     assert len(model_cp) > 20 and cp == model_cp
     assert max(map(len, lines)) <= 170, max(lines, key=len)
     assert lines[-1].startswith(f"demo: OK on {backend} — 24 packets")

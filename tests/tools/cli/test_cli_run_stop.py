@@ -434,8 +434,7 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, 
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
     assert json.loads(stats.read_text())["exit_code"] == 128 + sig
     if backend != "model":  # (no simulator left behind: the app's path is in its environment)
-        time.sleep(0.5)
-        assert not _processes_with(str(tmp_path).encode())
+        assert _gone(str(tmp_path).encode(), within=0.5), _processes_with(str(tmp_path).encode())
 
 
 def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path):
@@ -461,12 +460,23 @@ def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path)
         assert "Traceback" not in err and "Process Process-" not in err, err
         assert err.splitlines()[-1] == "gpucosim: interrupted", err
         assert json.loads(stats.read_text())["exit_code"] == 130
-        time.sleep(0.3)
-        assert not _processes_with(str(app).encode())
+        assert _gone(str(app).encode(), within=0.3), _processes_with(str(app).encode())
     finally:
         p.kill()
         for pid in _processes_with(str(app).encode()):
             os.kill(pid, signal.SIGKILL)
+
+
+def _gone(text: bytes, within: float) -> bool:
+    """Whether no process holds `text` (`_processes_with`) at some moment in the next `within`
+    seconds: the same bound as a sleep of `within` and one look, without waiting the whole
+    of it when they are gone at once (every stop test's run looked only after its sleep)."""
+    deadline = time.monotonic() + within
+    while _processes_with(text):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _processes_with(text: bytes) -> list[int]:
@@ -576,8 +586,7 @@ def test_a_stopped_model_run_does_not_wait_for_what_the_app_left_running(tmp_pat
         code = 124 if how == "timeout" else 130
         assert p.returncode == code and "Traceback" not in err, err
         assert json.loads(stats.read_text())["exit_code"] == code
-        time.sleep(0.3)
-        assert not _processes_with(str(app).encode())
+        assert _gone(str(app).encode(), within=0.3), _processes_with(str(app).encode())
     finally:
         p.kill()
         for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
