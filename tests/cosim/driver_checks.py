@@ -419,6 +419,10 @@ ICARUS_SECONDS = {
     "contract_driver__check_poll_counters_count_a_faulting_read_and_none_beyond_the_bus": 0.29,
     "contract_engines__check_sdma_trap_enable_gates_the_trap_s_entry_alone": 0.39,
     "contract_vm__check_vm_faults_past_a_huge_page_s_end": 0.52,
+    # (driver-writer-14: one Icarus session each, 64-bit bus, 7 December 2026)
+    "contract_control__check_sdma_poll_timeout_and_error_entries_lost_disabled_dropped_full": 0.40,
+    "contract_driver__check_stall_cycles_count_memory_waits_not_holds": 1.72,
+    "contract_control__check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry": 0.60,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator

@@ -3,7 +3,8 @@ the docs alone): what the driver's control registers do to work in flight. The I
 ring: an entry in hand when IH_CNTL.ENABLE is cleared finishes, the ring with both engines'
 entries (odd rptrs, enable), IH_RPTR written in part and ahead of the wptr, the ring moved
 and resized keeping its pointers (its locked registers and largest size:
-test_contract_rings.py).
+test_contract_rings.py), the SDMA's POLL_TIMEOUT and SDMA_ERROR entries lost while the ring is
+disabled and dropped when it is full.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -279,9 +280,67 @@ def check_a_dropped_entry_writes_no_wptr_write_back(dev):
     assert [e["DATA0"] for e in ih.pop()] == [7]
 
 
+def check_sdma_poll_timeout_and_error_entries_lost_disabled_dropped_full(dev):
+    """docs/hardware.md (Interrupts and the IH ring; The SDMA copy engine): while
+    IH_CNTL.ENABLE is clear the SDMA's POLL_TIMEOUT and TRAP entries are lost, not kept for
+    later (none is written once ENABLE is set again), IH_WPTR unchanged and not written back,
+    no IH_OVERFLOW, and the queue moves on past the POLL_REGMEM that gave up; an SDMA error
+    then shows only in SDMA_STATUS (IDLE and ERROR 1) and SDMA_ERROR. On a full ring the
+    SDMA's POLL_TIMEOUT and SDMA_ERROR entries are dropped and set IH_OVERFLOW "as any", no
+    INT_STATUS event bit (EOP, CP_ERROR), and the packets after a dropped POLL_TIMEOUT run."""
+    g = Gpu(dev)
+    ih = IhRing(g, IH_BASE, 3, IH_WB)  # 32 bytes: one entry
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    flag = OUT + 0x40
+    g.w32(flag, [0x1234])
+    g.w32(OUT, [0] * 4)
+    poll = lambda: sdma("POLL_REGMEM", **lo_hi("ADDR", flag, 2), VALUE=1, MASK=M32, FUNC="EQ",  # noqa: E731
+                        MEM_POLL="MEMORY", RETRY_COUNT=0, INTERVAL=1)
+    fence = lambda k, v: sdma("FENCE", DATA=v, **lo_hi("ADDR", OUT + 4 * k, 2))  # noqa: E731
+
+    def int_status():
+        st = g.fields("INT_STATUS")
+        return st["IH_OVERFLOW"], st["IH_PENDING"], st["EOP"], st["CP_ERROR"]
+
+    # disabled: lost without a trace, the queue runs on
+    g.set("IH_CNTL", ENABLE=0, WPTR_WB=1)
+    g.w32(IH_WB, [0xDEAD])
+    s.run(poll(), fence(0, 0xB0), sdma("TRAP", INT_CONTEXT=7), fence(1, 0xB1))
+    assert g.r32(OUT, 2) == [0xB0, 0xB1], "the queue moved on past the POLL_REGMEM that gave up"
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), int_status()) == (0, 0xDEAD, (0, 0, 0, 0)), \
+        (g.read("IH_WPTR"), hex(g.r32(IH_WB)), g.fields("INT_STATUS"))
+    s.submit([0x0000_0003])  # ILLEGAL_OPCODE
+    g.until(lambda: g.fields("SDMA_STATUS")["ERROR"], "the SDMA stopped")
+    st = g.idle("SDMA_STATUS")
+    assert (st["IDLE"], st["ERROR"], g.fields("SDMA_ERROR")["CODE"]) == (1, 1, g.err["ILLEGAL_OPCODE"]), st
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), int_status()) == (0, 0xDEAD, (0, 0, 0, 0)), g.fields("INT_STATUS")
+    g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1)
+    g.idle("SDMA_STATUS")
+    s.wptr = 0
+    g.set("IH_CNTL", ENABLE=1, WPTR_WB=1)
+    g.dev.delay(200)
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), int_status()) == (0, 0xDEAD, (0, 0, 0, 0)), "nothing kept for later"
+    # full (one entry pending): dropped, IH_OVERFLOW, no event bit, the queue runs on
+    s.run(sdma("TRAP", INT_CONTEXT=9))
+    g.until(lambda: g.read("IH_WPTR") == 32, "the TRAP's entry")
+    s.run(poll(), fence(2, 0xB2))
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW of the POLL_TIMEOUT entry")
+    assert g.r32(OUT + 8) == 0xB2, "the packet after a dropped POLL_TIMEOUT ran"
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), int_status()) == (32, 32, (1, 1, 0, 0)), g.fields("INT_STATUS")
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1))
+    s.submit([0x0000_0003])
+    g.until(lambda: g.field("INT_STATUS", "IH_OVERFLOW"), "IH_OVERFLOW of the SDMA_ERROR entry")
+    st = g.idle("SDMA_STATUS")
+    assert (st["ERROR"], g.fields("SDMA_ERROR")["CODE"]) == (1, g.err["ILLEGAL_OPCODE"]), st
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), int_status()) == (32, 32, (1, 1, 0, 0)), g.fields("INT_STATUS")
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("SDMA_TRAP", 9)], "only the TRAP's entry"
+
+
 CHECKS = [check_ih_entry_in_hand_when_enable_is_cleared_finishes,
           check_ih_ring_with_both_engines_odd_rptrs_and_enable, check_ih_rptr_written_in_part_and_ahead_of_the_wptr,
-          check_ih_ring_moved_and_resized_keeps_its_pointers, check_a_dropped_entry_writes_no_wptr_write_back]
+          check_ih_ring_moved_and_resized_keeps_its_pointers, check_a_dropped_entry_writes_no_wptr_write_back,
+          check_sdma_poll_timeout_and_error_entries_lost_disabled_dropped_full]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IB1, IH_BASE, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1, RPTR1_WB, SRING,
-                                         SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID, WRITEABLE, Gpu, Ring,
-                                         SdmaRing, bring_up, dma_data, ib, lo_hi, map_vmid1, release_mem, sdma,
-                                         wait_mem, write_data)
+from tests.model.contract.contract_driver import (IB1, IH_BASE, IH_WB, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1,
+                                         RPTR1_WB, SRING, SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID,
+                                         WRITEABLE, Gpu, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
+                                         map_vmid1, release_mem, sdma, wait_mem, write_data)
 
 
 def check_soft_reset_keeps_settings(dev):
@@ -344,12 +344,50 @@ def check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit(dev):
     assert run(VA_OUT)[0] == (hits, 0), "the warm page still hits"
 
 
+def check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry(dev):
+    """docs/hardware.md (Errors: CONTROL.SOFT_RESET; Interrupts): SOFT_RESET sets IH_WPTR to
+    0 and keeps IH_RPTR, so until the driver writes IH_RPTR = 0 its IH_RPTR is ahead of
+    IH_WPTR and the ring counts as full: the CP's and the SDMA's entries are dropped
+    (IH_OVERFLOW set, IH_WPTR still 0, its write-back dword and the ring's slots untouched),
+    the packets that raised them finish and the CP's EOP event bit is still set; IH_PENDING
+    reads 1 (IH_WPTR != IH_RPTR). Once IH_RPTR = 0 entries land at the ring's start again."""
+    g, ring, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    ring.run(release_mem(OUT, 1, INT_SEL="SEND_INT", INT_CTXID=1), release_mem(OUT, 2, INT_SEL="SEND_INT"))
+    ih.pop()
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1))
+    assert (g.read("IH_RPTR"), g.r32(IH_WB), g.r32(IH_BASE + 16)) == (64, 64, 1)
+    g.set("CONTROL", SOFT_RESET=1)
+    for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+        g.idle(st)
+    assert (g.read("IH_WPTR"), g.read("IH_RPTR")) == (0, 64)
+    ring.wptr = s.wptr = 0
+    ring.run(release_mem(OUT + 4, 5, INT_SEL="SEND_INT", INT_CTXID=5))
+    s.run(sdma("TRAP", INT_CONTEXT=6), sdma("FENCE", DATA=7, **lo_hi("ADDR", OUT + 8, 2)))
+    st = g.fields("INT_STATUS")
+    assert g.r32(OUT + 4, 2) == [5, 7], "the packets that raised the dropped entries finished"
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), g.r32(IH_BASE + 16)) == (0, 64, 1), \
+        (g.read("IH_WPTR"), g.r32(IH_WB), g.r32(IH_BASE + 16))
+    assert (st["IH_OVERFLOW"], st["EOP"], st["IH_PENDING"]) == (1, 1, 1), st
+    g.write("IH_RPTR", 0)
+    g.write("INT_STATUS", g.value("INT_STATUS", IH_OVERFLOW=1, EOP=1))
+    assert g.fields("INT_STATUS") == {**g.fields("INT_STATUS"), "IH_OVERFLOW": 0, "EOP": 0, "IH_PENDING": 0}
+    ih.rptr = 0
+    s.run(sdma("TRAP", INT_CONTEXT=8))
+    ring.run(release_mem(OUT, 9, INT_SEL="SEND_INT", INT_CTXID=9))
+    assert [(ih.source(e), e["DATA0"]) for e in ih.pop()] == [("SDMA_TRAP", 8), ("EOP", 9)]
+    assert (g.read("IH_WPTR"), g.r32(IH_WB), g.r32(IH_BASE + 16), g.field("INT_STATUS", "IH_OVERFLOW")) == \
+        (64, 64, 8, 0)
+
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
           check_timestamp_runs_on_through_perf_clear_and_soft_reset,
           check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
           check_counters_survive_every_reset_but_perf_clear,
-          check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit]
+          check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit,
+          check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
