@@ -305,7 +305,7 @@ class CommandProcessor(wiring.Component):
         # whether each IB level is consumed
         avail = [Signal(AVAIL_BITS, name=f"avail{i}") for i in range(1 + self.ib_levels)]
         ib_empty = Array(Signal(name=f"ib_empty{i}") for i in range(1 + self.ib_levels))  # ([0]: unused)
-        ring_empty = Signal()  # avail[0] == 0 (for STALL_CYCLES only)
+        ring_empty = Signal()  # avail[0] == 0, or the ring paused (for STALL_CYCLES only)
         # A cleared ENABLE pauses the ring at a packet boundary: the ring's dwords are withheld
         # (its fetcher flushed, below) only in RUN, where a header would be taken, so the
         # packet in hand is fetched to its end. (The IB fetchers are flushed only in states
@@ -327,7 +327,8 @@ class CommandProcessor(wiring.Component):
             cur_tag.eq(_one_hot_mux(lvl, [f.dw_tag.as_value() for f in fetchers])),
             cur_short.eq(_one_hot_mux(lvl, [f.dw_tag.need > avail[i] for i, f in enumerate(fetchers)])),
         ]
-        m.d.comb += ring_empty.eq(avail[0] == 0)
+        # (a ring paused with dwords left is no stall either: nothing waits for memory)
+        m.d.comb += ring_empty.eq((avail[0] == 0) | ring_paused)
         cur_off = Signal(32)  # the current dword's offset in its buffer
         m.d.comb += cur_off.eq(_one_hot_mux(lvl, [ring_pos & ring_mask] + [ib_pos[i] for i in range(1, 1 + self.ib_levels)]))
         with m.If(pops[0]):
