@@ -1,0 +1,82 @@
+"""A newcomer's mistakes, each answered in one line that says what to do: PM4 dwords given
+to a copy queue's emit_raw (or SDMA dwords to a gfx queue's) said only "illegal opcode 0x0
+SUB_OP 0x37", with no word of the queue's engine; ..."""
+
+from __future__ import annotations
+
+import pickle
+import re
+
+import pytest
+
+import kmd_model
+import umd
+from spec import pm4, sdma
+from testbench.refmodel import RefModel
+
+
+def _gpu(**kw):
+    kmd_model.bind(RefModel(), **kw)
+    return umd.open()
+
+
+PM4_ON_COPY = ("(recorded by Queue.emit_raw() #1: its first dword {:#010x} is a PM4 WRITE_DATA header, and a copy "
+               "queue runs SDMA packets (spec.sdma's builders): emit PM4 on a gfx queue (gpu.queue()))")
+SDMA_ON_GFX = ("(recorded by Queue.emit_raw() #1: its first dword 0x00000002 is an SDMA WRITE_LINEAR header, and a "
+               "gfx queue runs PM4 packets (spec.pm4's builders): emit SDMA packets on a copy queue "
+               "(gpu.queue(engine='copy')))")
+
+
+@pytest.mark.parametrize("async_submit", [False, True], ids=["sync", "async"])
+def test_pm4_on_a_copy_queue_says_the_queue_runs_sdma_packets(async_submit):
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    q = gpu.queue(engine="copy", async_submit=async_submit)
+    words = pm4.write_data(buf.gpu_addr, [1, 2, 3])
+    q.emit_raw(words)
+    with pytest.raises(umd.GpuError) as got:
+        q.finish()
+    e = got.value
+    assert str(e).startswith("GPU error: illegal opcode 0x0 SUB_OP 0x37 at IB+0x0 ")
+    assert str(e).endswith(PM4_ON_COPY.format(words[0])), str(e)
+    assert e.command == "Queue.emit_raw() #1" and e.hint.startswith("its first dword")
+    assert str(pickle.loads(pickle.dumps(e))) == str(e)  # (the hint goes with it to another process)
+    q.write(buf, 0, 5)  # the queue runs on (its ring was reset alone)
+    q.finish()
+    assert buf.u32[0] == 5
+
+
+def test_sdma_on_a_gfx_queue_says_the_queue_runs_pm4_packets():
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    q = gpu.queue()
+    q.emit_raw(sdma.write_linear(buf.gpu_addr, [1, 2, 3]))
+    with pytest.raises(umd.SubmitError) as got:
+        q.finish()
+    assert str(got.value).endswith(SDMA_ON_GFX), str(got.value)
+    assert str(got.value).startswith("finish: EINVAL: CS: malformed packet at IB+0x0 ")
+
+
+def test_sdma_on_a_gfx_queue_run_unchecked_names_the_engine_too():
+    """Without the KMD's checker the CP itself stops at the SDMA header: its GpuError says it."""
+    gpu = _gpu(cs_check=False)
+    buf = gpu.alloc(64)
+    q = gpu.queue()
+    q.emit_raw(sdma.write_linear(buf.gpu_addr, [1, 2, 3]))
+    with pytest.raises(umd.UmdError) as got:
+        q.finish()
+    assert str(got.value).endswith(SDMA_ON_GFX), str(got.value)
+
+
+@pytest.mark.parametrize("engine, words", [
+    ("copy", [0xDEAD_BEEF]),             # neither engine's packet: nothing to add
+    ("gfx", [0xC0FF_EE00]),              # an unknown PM4 opcode
+])
+def test_raw_dwords_of_no_engine_get_no_hint(engine, words):
+    gpu = _gpu()
+    q = gpu.queue(engine=engine)
+    q.emit_raw(words)
+    with pytest.raises(umd.UmdError) as got:
+        q.finish()
+    assert str(got.value).endswith("(recorded by Queue.emit_raw() #1)"), str(got.value)
+
