@@ -5,6 +5,8 @@ concurrent.futures carry a worker's exception back by pickle): UmdError.__reduce
 
 from __future__ import annotations
 
+import errno as _errno
+
 from kmd_model.uapi import HwErrorInfo
 
 
@@ -148,3 +150,17 @@ class QueueBanned(DeviceLost):
     def _init_args(self) -> tuple:
         return self.args[0], self.context
 
+
+class NotPermitted(PermissionError):
+    """The client lacks a right the call needs (the kernel's EACCES): a high-priority queue
+    without CAP_SYS_NICE. A PermissionError, `errno` EACCES, whose message is the UMD's one
+    line saying what to do (without Python's "[Errno 13]" before it)."""
+
+    def __init__(self, message: str):
+        super().__init__(_errno.EACCES, message)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):
+        return type(self), (self.strerror,), self.__dict__

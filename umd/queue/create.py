@@ -26,7 +26,7 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
     "normal" or "high", the context's scheduler run queue ("high" needs CAP_SYS_NICE, which
     a client has only when opted into: a Device over open_render_node(cap_sys_nice=True), or a
-    KMD bound with cap_sys_nice=True; else PermissionError, EACCES). It flushes by itself
+    KMD bound with cap_sys_nice=True; else umd.NotPermitted, a PermissionError). It flushes by itself
     after `flush_threshold` commands (the API version's default) or, when given, once
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
     `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
@@ -63,7 +63,7 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
     "low", "normal" or "high", the context's scheduler run queue ("high" needs
     CAP_SYS_NICE, which a client has only when opted into: a Device over
     open_render_node(cap_sys_nice=True), or a KMD bound with cap_sys_nice=True; else
-    PermissionError, EACCES). It flushes by itself after `flush_threshold` commands (64)
+    umd.NotPermitted, a PermissionError). It flushes by itself after `flush_threshold` commands (64)
     or, when given, once `flush_dwords` dwords are recorded; `ib_size_dw` is the size of
     each chained IB. At most `max_inflight` submissions are in flight: past that a flush
     (or a new IB) waits for the oldest to finish, so memory stays bounded however fast the

@@ -25,7 +25,7 @@ from spec import packets, sdma
 
 from .. import submit
 from ..args import DEFAULT_TIMEOUT, M32, _index, _timeout
-from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
+from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, NotPermitted, OutOfMemory, UmdError
 from ..failures import failed_jobs, kmd_errors
 from ..memory import Buffer, device_alloc
 from ..runtime import Device, _close_after, _Dispatched, _raise_first, fixed
@@ -226,10 +226,10 @@ class Queue(_Dispatched):
             if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
             if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice, False by default)
-                raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
-                                      f"this client's render node lacks ({e.message}): use 'normal', or open the "
-                                      "device over open_render_node(cap_sys_nice=True), or gpucosim run --kmd "
-                                      "cap_sys_nice=1") from None
+                raise NotPermitted(f"queue: priority={priority!r} needs CAP_SYS_NICE, which this client lacks "
+                                   "(CTX ALLOC: EACCES): use priority='normal', or give the client the right: "
+                                   "gpucosim run APP --kmd cap_sys_nice=1 (in Python: umd.open(winsys=umd.winsys."
+                                   "Winsys(kmd_model.open_render_node(cap_sys_nice=True))))") from None
             if e.errno == errno.EIO:  # the file is banned: no context of it runs (umd/failures/kmd_errors.py)
                 self.ws.banned = kmd_errors.ban_reason(e)
                 raise DeviceLost(f"queue: {e.message}: {OPEN_NEW_DEVICE}") from e

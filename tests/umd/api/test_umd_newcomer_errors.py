@@ -1,10 +1,13 @@
 """A newcomer's mistakes, each answered in one line that says what to do: PM4 dwords given
 to a copy queue's emit_raw (or SDMA dwords to a gfx queue's) said only "illegal opcode 0x0
-SUB_OP 0x37", with no word of the queue's engine; ..."""
+SUB_OP 0x37", with no word of the queue's engine; a high-priority queue
+without the right read "[Errno 13] queue: ..."; ..."""
 
 from __future__ import annotations
 
+import errno
 import pickle
+import traceback
 import re
 
 import pytest
@@ -80,3 +83,19 @@ def test_raw_dwords_of_no_engine_get_no_hint(engine, words):
         q.finish()
     assert str(got.value).endswith("(recorded by Queue.emit_raw() #1)"), str(got.value)
 
+
+def test_a_high_priority_queue_without_the_right_is_one_readable_line():
+    """It read "[Errno 13] queue: ...": Python's way of printing an OSError made of (errno,
+    message). Now the UMD's line alone, errno EACCES all the same, and a pickled copy too."""
+    gpu = _gpu()
+    with pytest.raises(PermissionError) as got:
+        gpu.queue(priority="high")
+    e = got.value
+    said = ("queue: priority='high' needs CAP_SYS_NICE, which this client lacks (CTX ALLOC: EACCES): use "
+            "priority='normal', or give the client the right: gpucosim run APP --kmd cap_sys_nice=1 (in Python: "
+            "umd.open(winsys=umd.winsys.Winsys(kmd_model.open_render_node(cap_sys_nice=True))))")
+    assert str(e) == said and e.errno == errno.EACCES and isinstance(e, umd.NotPermitted)
+    back = pickle.loads(pickle.dumps(e))
+    assert (type(back), str(back), back.errno) == (umd.NotPermitted, said, errno.EACCES)
+    assert "".join(traceback.format_exception_only(e)) == f"umd.errors.NotPermitted: {said}\n"
+    gpu.queue(priority="normal").finish()  # the device runs on
