@@ -27,6 +27,7 @@ from pathlib import Path
 
 from testbench.argtypes import OneLineParser, integer_in, parse_int
 from testbench.pipes import pipe_safe
+from testbench.simnames import unknown_simulator
 
 from . import __version__
 from .checks import BACKENDS, option_hint, output_arg, path_arg, run_options, writable_file
@@ -79,7 +80,7 @@ def _default_backend() -> str | None:
 
 def _backend(text: str) -> str:
     if text not in BACKENDS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a backend: choose {', '.join(BACKENDS)}")
+        raise argparse.ArgumentTypeError(unknown_simulator(text, BACKENDS))
     return text
 
 

@@ -236,6 +236,8 @@ TESTS = (
     # make bench's model figures call the KMD's checker and shadow pool directly: without it a
     # branch only the bench reached looked dead here, was removed, and broke make bench
     "tests/tools/harness/test_model_speed.py",
+    # (the simulator names every entry point refuses alike: testbench/simnames.py)
+    "tests/tools/cli/test_cli_simulator_names.py",
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/submission/test_umd_async.py,
 # which also run the transfer and memory checks with every queue async) are in: the async

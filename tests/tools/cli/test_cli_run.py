@@ -41,7 +41,7 @@ def test_run_errors(capsys, tmp_path):
     finally:
         os.chdir(cwd)
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
-        "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
+        "gpucosim run: error: argument --sim: unknown simulator 'spice': choose verilator, icarus or model")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
         "gpucosim run: error: --waves needs a simulator: use --sim verilator or --sim icarus")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves-file", "w.fst") == (
@@ -120,8 +120,8 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     monkeypatch.delenv("GPUCOSIM_LOG")
     monkeypatch.setenv("SIM", "spice")
     assert usage_error(capsys, "run", "examples/demo.py") == (
-        "gpucosim run: error: SIM=spice (from the environment) is not a backend: choose verilator, icarus, model, "
-        "or give --sim")
+        "gpucosim run: error: SIM='spice' (from the environment): unknown simulator 'spice': choose verilator, icarus "
+        "or model (or give --sim)")
     monkeypatch.delenv("SIM")
     monkeypatch.setenv("GPUCOSIM_BUILD", str(a_file))
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator") == (
