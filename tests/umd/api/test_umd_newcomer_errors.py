@@ -1,7 +1,8 @@
 """A newcomer's mistakes, each answered in one line that says what to do: PM4 dwords given
 to a copy queue's emit_raw (or SDMA dwords to a gfx queue's) said only "illegal opcode 0x0
 SUB_OP 0x37", with no word of the queue's engine; a high-priority queue
-without the right read "[Errno 13] queue: ..."; ..."""
+without the right read "[Errno 13] queue: ..."; open(api_version="2") said version '2' "is
+not supported", not that it must be an int."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pickle
 import traceback
 import re
 
+import numpy as np
 import pytest
 
 import kmd_model
@@ -99,3 +101,26 @@ def test_a_high_priority_queue_without_the_right_is_one_readable_line():
     assert (type(back), str(back), back.errno) == (umd.NotPermitted, said, errno.EACCES)
     assert "".join(traceback.format_exception_only(e)) == f"umd.errors.NotPermitted: {said}\n"
     gpu.queue(priority="normal").finish()  # the device runs on
+
+
+SERVED = "1, 2 or 3 (leave it out for the newest, 3)"
+
+
+@pytest.mark.parametrize("given, exc, said", [
+    ("2", TypeError, f"open: api_version must be an int: {SERVED}, not '2'"),
+    ("latest", TypeError, f"open: api_version must be an int: {SERVED}, not 'latest'"),
+    (2.0, TypeError, f"open: api_version must be an int: {SERVED}, not 2.0"),
+    (None, TypeError, f"open: api_version must be an int: {SERVED}, not None"),
+    (0, ValueError, f"open: api_version 0 is not a version this UMD serves: {SERVED}"),
+    (4, ValueError, f"open: api_version 4 is not a version this UMD serves: {SERVED}"),
+    (10**50, ValueError, f"open: api_version <an int of 167 bits> is not a version this UMD serves: {SERVED}"),
+])
+def test_an_api_version_that_is_none_says_which_there_are(given, exc, said):
+    """open(api_version="2") said "API version '2' is not supported (this UMD serves 1, 2,
+    3)": as if version 2 were not, where the string was the mistake (a TypeError, as every
+    other integer argument's), and without the newest's default."""
+    kmd_model.bind(RefModel())
+    with pytest.raises(exc) as got:
+        umd.open(api_version=given)
+    assert str(got.value) == said and type(got.value) is exc
+    assert umd.open(np.int64(2)).api_version == 2  # (numpy's integers are integers)
