@@ -254,7 +254,7 @@ class Device(_Dispatched):
         _open_devices.add(self)
 
     def __repr__(self) -> str:
-        return f"<umd.Device {self.name} api v{self.api_version}>"
+        return f"<umd.Device {self.name} api v{self.api_version}{' closed' * self.closed}>"
 
     def __enter__(self) -> "Device":
         return self

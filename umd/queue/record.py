@@ -309,7 +309,7 @@ class Queue(_Dispatched):
 
     def __repr__(self) -> str:
         eng = "" if self.engine == "gfx" else f" {self.engine}"
-        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
+        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}{' closed' * self.closed}>"
 
     # -- recording helpers
     def _label(self, call: str) -> Label:
@@ -496,11 +496,12 @@ class Queue(_Dispatched):
             lost.append(f"{n} flush{'es' * (n != 1)} the submission thread had not submitted")
         self.q32 = np.zeros(self.qbo.size // 4, dtype=np.uint32)
         self.pending.clear()
+        named = repr(self)  # (as the app knew it: not "<... closed>")
         self._set_closed()
         if self in self.device.queues:
             self.device.queues.remove(self)
         if lost:
-            raise DeviceLost(f"close: {self!r}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
+            raise DeviceLost(f"close: {named}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
 
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; the errors the app was

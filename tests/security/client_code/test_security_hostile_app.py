@@ -13,6 +13,8 @@ import pytest
 import kmd_model
 from testbench.refmodel import RefModel
 
+from tests.umd.handles import named as _named
+
 from .test_security_hostile_program import _BadRepr, _Lines, _SneakyRepr
 
 
@@ -43,7 +45,7 @@ def test_a_view_kept_past_free_cannot_write_the_buffer_that_gets_its_memory_next
                           (words, lambda v: v.flat.__setitem__(0, 1))):
             with pytest.raises(ValueError) as ei:  # (the UMD's words: kmd_model's MappingRevoked before)
                 op(stale)
-            assert str(ei.value) == (f"a view of {a!r} (Buffer.map, Buffer.u32) used after the buffer was freed "
+            assert str(ei.value) == (f"a view of {_named(a)} (Buffer.map, Buffer.u32) used after the buffer was freed "
                                      "(Buffer.free): its memory may be another buffer's now: copy what you need "
                                      "(view.copy()) before freeing it")
         assert b.u32.tolist() == list(range(1, 17))

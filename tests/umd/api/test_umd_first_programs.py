@@ -17,6 +17,8 @@ import kmd_model
 import umd
 from testbench.refmodel import RefModel
 
+from ..handles import named as _named
+
 
 def _gpu(**kw):
     kmd_model.bind(RefModel(**kw))
@@ -579,7 +581,7 @@ def test_a_write_too_large_for_its_buffer_is_refused_by_its_size():
             "queue with a larger ib_size_dw", q.emit_raw, _UntouchableList([0] * 10**6))
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, big)
     buf.free()
-    _raises(ValueError, f"write: buf {buf!r} was freed (Buffer.free)", q.write, buf, 0, big)
+    _raises(ValueError, f"write: buf {_named(buf)} was freed (Buffer.free)", q.write, buf, 0, big)
     q.write(gpu.alloc(64), 0, list(range(16)))  # (what fits is written as before)
     assert q.calls == 1
     gpu.close()
@@ -799,7 +801,7 @@ def test_a_device_whose_driver_was_reloaded(how):
     # a view taken before: kmd_model's own MappingRevoked ("BO fd3:1 ... was closed (its file
     # was closed)"), a class no UMD document names; map() handed the dead view out again
     for use in (lambda: view[0], lambda: words.__setitem__(0, 5), lambda: words[2:].tolist(), view.copy):
-        _raises(umd.DeviceLost, f"a view of {buf!r} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
+        _raises(umd.DeviceLost, f"a view of {_named(buf)} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
                 "any more: open a new Device (umd.open())", use)
     _raises(umd.DeviceLost, f"u32: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
             lambda: buf.u32)

@@ -2,7 +2,8 @@
 to a copy queue's emit_raw (or SDMA dwords to a gfx queue's) said only "illegal opcode 0x0
 SUB_OP 0x37", with no word of the queue's engine; a high-priority queue
 without the right read "[Errno 13] queue: ..."; open(api_version="2") said version '2' "is
-not supported", not that it must be an int."""
+not supported", not that it must be an int; the reprs of a freed Buffer, a closed Queue and a
+closed Device looked as when they were open."""
 
 from __future__ import annotations
 
@@ -124,3 +125,27 @@ def test_an_api_version_that_is_none_says_which_there_are(given, exc, said):
         umd.open(api_version=given)
     assert str(got.value) == said and type(got.value) is exc
     assert umd.open(np.int64(2)).api_version == 2  # (numpy's integers are integers)
+
+
+def test_a_freed_buffer_a_closed_queue_and_a_closed_device_say_so():
+    """Their reprs looked as when open (`<umd.Queue ctx 1 api v3>` after close()): an app's
+    log line or a debugger's view of them told nothing. Now they end with their state, and a
+    use of each says it in one line, naming the buffer by its repr without the state."""
+    gpu = _gpu()
+    buf, q, copy = gpu.alloc(64), gpu.queue(), gpu.queue(engine="copy")
+    at = f"GTT {buf.gpu_addr:#x}+0x40"
+    assert (repr(buf), repr(q), repr(gpu)) == (f"<umd.Buffer {at}>", "<umd.Queue ctx 1 api v3>", "<umd.Device model api v3>")
+    buf.free()
+    q.close()
+    assert (repr(buf), repr(q)) == (f"<umd.Buffer {at} freed>", "<umd.Queue ctx 1 api v3 closed>")
+    for call, said in ((buf.map, f"map: <umd.Buffer {at}> was freed (Buffer.free)"),
+                       (lambda: copy.write(buf, 0, 1), f"write: buf <umd.Buffer {at}> was freed (Buffer.free)"),
+                       (lambda: q.write(gpu.alloc(64), 0, 1), "write: the queue is closed")):
+        with pytest.raises(ValueError) as got:
+            call()
+        assert str(got.value) == said
+    gpu.close()
+    assert (repr(gpu), repr(copy)) == ("<umd.Device model api v3 closed>", "<umd.Queue copy ctx 2 api v3 closed>")
+    with pytest.raises(ValueError) as got:
+        gpu.alloc(64)
+    assert str(got.value) == "alloc: the device is closed"
