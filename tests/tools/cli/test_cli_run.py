@@ -564,6 +564,9 @@ FUNC = "is not a function name (give module:function, one colon, a Python name a
     ("examples/hello.py:main", "'examples/hello.py:main' is not an app: a function is named after a module, not a "
                                "file: give examples.hello:main (from the folder the module is in), or "
                                "examples/hello.py for its main()"),
+    # (a path without its .py: "give APP.py, a module (examples.demo) or module:function", the file there)
+    ("examples/hello", "'examples/hello' is not an app: did you mean examples/hello.py?"),
+    ("examples/nosuch", "'examples/nosuch' is not an app: give APP.py, a module (examples.demo) or module:function"),
 ])
 def test_run_refuses_a_malformed_target_before_importing_it(target, says):
     """`examples.demo:` (nothing after the colon) ran main(); `examples.demo:1x` imported the
