@@ -196,6 +196,6 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
         # run whole once the device is up, and `python app.py` binds none
         raise UmdError("open: no GPU is bound yet: an app with a main() run by `gpucosim run` opens it in "
                        "main() (the file's top level runs before the device is up; a script without a main() "
-                       "runs once it is up); a script run by python binds one first: kmd_model.bind(RefModel()) "
-                       "(docs/tutorial.md)") from None
+                       "runs once it is up); a script run by python binds one first: import kmd_model; from "
+                       "testbench.refmodel import RefModel; kmd_model.bind(RefModel()) (docs/tutorial.md)") from None
     return rt.Device(TABLES[version], winsys, pools)

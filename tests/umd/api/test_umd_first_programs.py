@@ -310,10 +310,13 @@ def test_gfx_queue_after_its_gpu_error():
 def test_open_before_a_device_is_bound():
     """umd.open() at the top of an app file with a main() runs when `gpucosim run` imports
     it, before the device is up; a script run by python must bind one: one line saying so
-    (it was the KMD's KmdError, 'call kmd_model.bind')."""
+    (it was the KMD's KmdError, 'call kmd_model.bind'), whose RefModel it says where to import
+    from (a newcomer's `kmd_model.bind(RefModel())` was a NameError)."""
     kmd_model.unbind()
     with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app with a main\(\) run by `gpucosim "
-                       r"run` opens it in main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
+                       r"run` opens it in main\(\) .* a script run by python binds one first: import kmd_model; "
+                       r"from testbench.refmodel import RefModel; kmd_model.bind\(RefModel\(\)\) "
+                       r"\(docs/tutorial.md\)$"):
         umd.open()
 
 
