@@ -291,7 +291,14 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
     of that device's VM, which here names whatever this device has at the same address."""
     if not isinstance(buf, Buffer):
-        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}")
+        hint = ""
+        if isinstance(buf, int) and not isinstance(buf, bool):  # (an address: a Buffer's own gpu_addr?)
+            inside = next((b for b in device.buffers if b.owner is None and b.gpu_addr <= buf < b.gpu_addr + b.size),
+                          None)
+            if inside is not None:
+                hint = (f" ({buf:#x}, an address in <umd.Buffer {inside._where()}>: give the Buffer itself and the "
+                        f"offset in it, {buf - inside.gpu_addr:#x})")
+        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}{hint}")
     if buf.freed:  # (first: a buffer its closed device freed is no other device's; and copy's names which)
         raise ValueError(f"{call}: {name} <umd.Buffer {buf._where()}> was freed ({buf._freed_how})")
     if buf.device is not device:

@@ -3,7 +3,8 @@ to a copy queue's emit_raw (or SDMA dwords to a gfx queue's) said only "illegal 
 SUB_OP 0x37", with no word of the queue's engine; a high-priority queue
 without the right read "[Errno 13] queue: ..."; open(api_version="2") said version '2' "is
 not supported", not that it must be an int; the reprs of a freed Buffer, a closed Queue and a
-closed Device looked as when they were open."""
+closed Device looked as when they were open; queue(engine="sdma") and priority="HIGH" named the
+choices alone, and a buffer's address given for the buffer was "not 1118216"."""
 
 from __future__ import annotations
 
@@ -149,3 +150,44 @@ def test_a_freed_buffer_a_closed_queue_and_a_closed_device_say_so():
     with pytest.raises(ValueError) as got:
         gpu.alloc(64)
     assert str(got.value) == "alloc: the device is closed"
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"engine": "sdma"}, "engine must be one of 'gfx', 'copy', not 'sdma': did you mean 'copy'? (the SDMA copy "
+                         "engine's queue)"),
+    ({"engine": "DMA"}, "engine must be one of 'gfx', 'copy', not 'DMA': did you mean 'copy'? (the SDMA copy "
+                        "engine's queue)"),
+    ({"engine": "graphics"}, "engine must be one of 'gfx', 'copy', not 'graphics': did you mean 'gfx'? (the CP's "
+                             "ring, PM4 packets)"),
+    ({"engine": "Copy"}, "engine must be one of 'gfx', 'copy', not 'Copy': did you mean 'copy'?"),
+    ({"engine": "compute"}, "engine must be one of 'gfx', 'copy', not 'compute'"),  # (no compute ring to name)
+    ({"priority": "HIGH"}, "priority must be one of 'low', 'normal', 'high', not 'HIGH': did you mean 'high'?"),
+    ({"priority": "norml"}, "priority must be one of 'low', 'normal', 'high', not 'norml': did you mean 'normal'?"),
+    ({"priority": "urgent"}, "priority must be one of 'low', 'normal', 'high', not 'urgent'"),
+    ({"priority": 2}, "priority must be one of 'low', 'normal', 'high', not 2"),
+])
+def test_an_engine_or_priority_by_another_name_says_the_one_meant(kw, said):
+    """queue(engine="sdma") (the copy engine is the SDMA, as amdgpu names it) and
+    queue(priority="HIGH") named the choices only; nothing was created."""
+    gpu = _gpu()
+    with pytest.raises(ValueError) as got:
+        gpu.queue(**kw)
+    assert str(got.value) == "queue: " + said
+    assert gpu.queues == []
+
+
+def test_a_buffers_address_given_for_the_buffer_says_to_give_the_buffer():
+    """q.write(buf.gpu_addr + 8, ...) (an address, as packets take): "buf must be a umd Buffer,
+    not 1118216", the address in decimal, nothing of which buffer it is in."""
+    gpu = _gpu()
+    gpu.alloc(64)
+    buf = gpu.alloc(256)
+    q = gpu.queue()
+    with pytest.raises(TypeError) as got:
+        q.write(buf.gpu_addr + 8, 0, 1)
+    assert str(got.value) == (f"write: buf must be a umd Buffer, not {buf.gpu_addr + 8} ({buf.gpu_addr + 8:#x}, an "
+                              f"address in <umd.Buffer GTT {buf.gpu_addr:#x}+0x100>: give the Buffer itself and the "
+                              "offset in it, 0x8)")
+    with pytest.raises(TypeError) as got:  # an address in no buffer of the app's (the queue's own page): no guess
+        q.copy(buf, 0, q.qbo.gpu_addr, 0, 4)
+    assert str(got.value) == f"copy: src must be a umd Buffer, not {q.qbo.gpu_addr}"
