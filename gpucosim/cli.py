@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import os
 import shlex
 import signal
@@ -314,6 +315,9 @@ def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:
         if any(c in name for c in "*?["):
             p.error(f"cannot read {name}: no file matches that pattern (the shell passes a pattern that "
                     "matches nothing on as it is)")
+        if re.fullmatch(r"(0x)?[0-9a-fA-F]{1,8}", name):  # (`gpucosim disasm c0033700 ...`: dwords, not a file)
+            p.error(f"cannot read {name}: No such file or directory (dwords on the command line go after -x: "
+                    f"gpucosim disasm -x {name} ...)")
         p.error(f"cannot read {name}: No such file or directory")
     except OSError as e:
         p.error(f"cannot read {name}: {e.strerror}")

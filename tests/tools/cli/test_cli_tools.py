@@ -211,6 +211,10 @@ def test_disasm_errors(capsys, tmp_path):
         "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
     assert usage_error(capsys, "disasm", "nosuch.txt") == \
         "gpucosim disasm: error: cannot read nosuch.txt: No such file or directory"
+    # dwords typed without -x (as `gpucosim regs` takes its value): the file they are not is said, and -x
+    assert usage_error(capsys, "disasm", "c0033700", "0x100000", "0") == \
+        ("gpucosim disasm: error: cannot read c0033700: No such file or directory (dwords on the command line go "
+         "after -x: gpucosim disasm -x c0033700 ...)")
     bad = tmp_path / "bad.txt"
     bad.write_text("c0033700 zz\n")
     assert usage_error(capsys, "disasm", str(bad)) == f"gpucosim disasm: error: {bad}:1: 'zz' is not a hex dword"
