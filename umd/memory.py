@@ -162,6 +162,7 @@ class Buffer(_Handle):
     `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
     _what = "device memory"
+    _made_by = "buf = gpu.alloc(size)"
     _hint = " (a copy would free it twice): pass its bytes (Buffer.map().copy(), Queue.download())"
     # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
     # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and

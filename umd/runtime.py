@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import difflib
 import functools
+import inspect
 import operator
 import os
 import sys
@@ -85,6 +86,29 @@ class _Handle:
 
     _what = "the GPU"
     _hint = ""
+    _made_by = ""  # the call that gives an app one ("umd.open()"): what a constructor call of the class's says
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A class an app gets from a call (`_made_by`), not by calling it: `umd.Device()` was
+        "Device.__init__() missing 1 required positional argument: 'table'", an argument no
+        page names. Arguments that do not fit its __init__ now say which call makes one."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or not cls._made_by:
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):
+            try:
+                init(self, *args, **kw)
+            except TypeError:
+                try:  # (only the arguments' own mistake, not a TypeError from inside __init__)
+                    inspect.signature(init).bind(self, *args, **kw)
+                except TypeError:
+                    raise TypeError(f"umd.{type(self).__name__}() is made by the UMD, not called by an app: "
+                                    f"{type(self)._made_by}") from None
+                raise
+        cls.__init__ = __init__
 
     def __reduce_ex__(self, protocol):
         raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
@@ -218,6 +242,7 @@ class Device(_Dispatched):
 
     _kind = "Device"
     _what = "the GPU's render node"
+    _made_by = "gpu = umd.open()"
     api_version = fixed("Device", "api_version", ": umd.open(api_version=...) opens another",
                         doc="the API version the app opened it for (umd.open(api_version=...)): which entry "
                             "points it and its queues have, and their defaults")

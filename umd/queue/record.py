@@ -157,6 +157,7 @@ class Queue(_Dispatched):
 
     _kind = "Queue"
     _what = "a GPU context"
+    _made_by = "q = gpu.queue()"
     # settings the app may change (checked), and what the queue is (read-only)
     flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"),
                             "commands recorded before the queue flushes by itself (>= 1; queue(flush_threshold=), "

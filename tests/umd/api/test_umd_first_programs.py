@@ -38,7 +38,8 @@ def test_argument_mistakes_name_the_entry_point():
     q, buf = gpu.queue(), gpu.alloc(64)
     _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value' (Queue.write() takes buf, offset, "
             "data)", q.write, buf, offset=0, value=1)
-    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", q.write, buf, 0)
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data': Queue.write(buf, offset, data)",
+            q.write, buf, 0)
     _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles': did you mean timeout=? "
             "(Queue.finish() takes timeout)", q.finish, timeout_cycles=10)
     _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out' (Queue.download() takes src, "
@@ -69,7 +70,8 @@ def test_argument_mistakes_name_the_entry_point():
             "takes size, domain, alignment, zero)", gpu.alloc, 64, dom="vram")
     assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
     v1 = umd.open(api_version=1).queue()  # version 1's write is another function, named the same
-    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", v1.write, buf, 0)
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data': Queue.write(buf, offset, data)",
+            v1.write, buf, 0)
     # the keywords a docstring names work as keywords
     q.write(buf=buf, offset=0, data=[1, 2])
     q.fill(buf=buf, offset=8, size=8, value=3)

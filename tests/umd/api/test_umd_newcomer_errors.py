@@ -4,7 +4,8 @@ SUB_OP 0x37", with no word of the queue's engine; a high-priority queue
 without the right read "[Errno 13] queue: ..."; open(api_version="2") said version '2' "is
 not supported", not that it must be an int; the reprs of a freed Buffer, a closed Queue and a
 closed Device looked as when they were open; queue(engine="sdma") and priority="HIGH" named the
-choices alone, and a buffer's address given for the buffer was "not 1118216"."""
+choices alone, and a buffer's address given for the buffer was "not 1118216"; a missing
+argument did not show the call's arguments, and umd.Device() named the UMD's own."""
 
 from __future__ import annotations
 
@@ -191,3 +192,39 @@ def test_a_buffers_address_given_for_the_buffer_says_to_give_the_buffer():
     with pytest.raises(TypeError) as got:  # an address in no buffer of the app's (the queue's own page): no guess
         q.copy(buf, 0, q.qbo.gpu_addr, 0, 4)
     assert str(got.value) == f"copy: src must be a umd Buffer, not {q.qbo.gpu_addr}"
+
+
+def test_a_call_missing_an_argument_shows_the_calls_arguments():
+    """q.download(buf) was Python's "missing 2 required positional arguments: 'src_offset' and
+    'size'" alone: which goes where, the app had to look up (too many were shown so already)."""
+    gpu = _gpu()
+    q, buf = gpu.queue(), gpu.alloc(64)
+    for call, said in (
+            (lambda: q.download(buf), "Queue.download() missing 2 required positional arguments: 'src_offset' and "
+                                      "'size': Queue.download(src, src_offset, size, *, timeout=2000000)"),
+            (lambda: q.fill(buf, 0xFF), "Queue.fill() missing 2 required positional arguments: 'size' and 'value': "
+                                        "Queue.fill(buf, offset, size, value)"),
+            (lambda: gpu.alloc(), "Device.alloc() missing 1 required positional argument: 'size': "
+                                  "Device.alloc(size, domain='gtt', *, alignment=0, zero=True)")):
+        with pytest.raises(TypeError) as got:
+            call()
+        assert str(got.value) == said
+    assert q.calls == 0
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda gpu: umd.Device(), "umd.Device() is made by the UMD, not called by an app: gpu = umd.open()"),
+    (lambda gpu: umd.Queue(gpu), "umd.Queue() is made by the UMD, not called by an app: q = gpu.queue()"),
+    (lambda gpu: umd.Buffer(4096), "umd.Buffer() is made by the UMD, not called by an app: buf = gpu.alloc(size)"),
+    (lambda gpu: umd.Event(), "umd.Event() is made by the UMD, not called by an app: ev = q.signal()"),
+    (lambda gpu: umd.Timestamp(), "umd.Timestamp() is made by the UMD, not called by an app: ts = q.timestamp()"),
+])
+def test_a_handle_class_called_says_which_call_makes_one(make, said):
+    """umd.Device() was "Device.__init__() missing 1 required positional argument: 'table'",
+    umd.Buffer(4096) four arguments no page names."""
+    gpu = _gpu()
+    with pytest.raises(TypeError) as got:
+        make(gpu)
+    assert str(got.value) == said
+    q = gpu.queue()  # the classes the UMD makes itself are made as ever
+    assert isinstance(q.timestamp(), umd.Timestamp) and isinstance(gpu.alloc(64), umd.Buffer)
