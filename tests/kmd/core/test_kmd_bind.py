@@ -415,6 +415,26 @@ def test_bind_names_a_device_it_cannot_take(dev, said):
     assert kmd_model.bound() is before
 
 
+@pytest.mark.parametrize("params, said", [
+    ({"cap_sys_nice": True}, "bind: params is a KmdParams, not a dict: give its items as keywords, bind(dev, **params), "
+                             "or KmdParams(**params)"),
+    ("cs_check=False", "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), "
+                       "not 'cs_check=False'"),
+    ([8], "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), not list"),
+])
+def test_bind_names_parameters_it_cannot_take(params, said):
+    """`kmd_model.bind(RefModel(), {"cap_sys_nice": True})` (the parameters as a dict, in
+    bind's second place) was "AttributeError: 'dict' object has no attribute
+    'vram_fraction'" from inside the driver; the driver bound before stays bound."""
+    kmd_model.bind(RefModel())
+    before = kmd_model.bound()
+    with pytest.raises(TypeError) as e:
+        kmd_model.bind(RefModel(), params)
+    assert str(e.value) == said
+    assert kmd_model.bound() is before
+    assert kmd_model.bind(RefModel(), kmd_model.KmdParams(cap_sys_nice=True)).params.cap_sys_nice is True
+
+
 @pytest.mark.parametrize("burst", [1, 2, 3])
 def test_a_model_whose_cp_runs_a_packet_or_a_few_a_cycle_binds_and_runs_jobs(burst):
     """RefModel(cp_burst=N): the CP runs N packets at one instant at most, refilled at one a
