@@ -6,6 +6,7 @@ parameters as `modprobe -r amdgpu; modprobe amdgpu param=...` does.
 
 from __future__ import annotations
 
+import difflib
 import errno
 from dataclasses import fields
 
@@ -18,8 +19,10 @@ from .kmd import Kmd, KmdParams
 def params_from(kw: dict) -> KmdParams:
     names = {f.name for f in fields(KmdParams)}
     bad = sorted(set(kw) - names)
-    if bad:
-        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
+    if bad:  # (the one meant first, as gpucosim run --kmd says it: job_timout was 24 names to read through)
+        like = difflib.get_close_matches(bad[0], sorted(names), n=1)
+        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}" + (f": did you mean {like[0]}?" if like else "")
+                        + f"; known: {', '.join(sorted(names))}")
     return KmdParams(**kw)
 
 

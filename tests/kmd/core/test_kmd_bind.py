@@ -72,7 +72,9 @@ def test_rebind_keeps_observers_and_trace_hooks():
 
 
 @pytest.mark.parametrize("kw, exc, message", [
-    (dict(sched_jbos=8), TypeError, "unknown KMD parameter(s) sched_jbos; known: "),
+    # (the one meant first, as gpucosim run --kmd says it: 24 names were left to read through)
+    (dict(sched_jbos=8), TypeError, "unknown KMD parameter(s) sched_jbos: did you mean sched_jobs?; known: "),
+    (dict(zzz=8), TypeError, "unknown KMD parameter(s) zzz; known: ban_after_hangs, "),
     (dict(sched_jobs=0), ValueError, "KMD parameter sched_jobs must be an int in [1, 65536], not 0"),
     (dict(vram_fraction=2.0), ValueError, "KMD parameter vram_fraction must be in (0, 1), not 2.0")])
 def test_a_rebind_with_a_bad_parameter_keeps_the_driver(kw, exc, message):
