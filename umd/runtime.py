@@ -203,6 +203,15 @@ class _Dispatched(_Handle):
         return sorted(set(super().__dir__()) | set(own))
 
 
+def _state(obj: "_Dispatched") -> str:
+    """What a Device's or Queue's repr ends with: " closed", " lost" (the driver closed its
+    file: every call is DeviceLost until close()), or nothing while it runs."""
+    if obj.closed:
+        return " closed"
+    ws = obj.__dict__.get("ws")
+    return " lost" if ws is not None and ws.lost() else ""
+
+
 def _refuse_closed(obj: "_Dispatched") -> None:
     raise AttributeError(f"{obj._kind}.closed is the UMD's own record (close() sets it): read-only")
 
@@ -279,7 +288,7 @@ class Device(_Dispatched):
         _open_devices.add(self)
 
     def __repr__(self) -> str:
-        return f"<umd.Device {self.name} api v{self.api_version}{' closed' * self.closed}>"
+        return f"<umd.Device {self.name} api v{self.api_version}{_state(self)}>"
 
     def __enter__(self) -> "Device":
         return self

@@ -28,7 +28,7 @@ from ..args import DEFAULT_TIMEOUT, M32, _index, _timeout
 from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, NotPermitted, OutOfMemory, UmdError
 from ..failures import failed_jobs, kmd_errors
 from ..memory import Buffer, device_alloc
-from ..runtime import Device, _close_after, _Dispatched, _raise_first, fixed
+from ..runtime import Device, _close_after, _Dispatched, _raise_first, _state, fixed
 from ..submit import PendingCs
 from ..winsys.cmdbuf import CmdBuf, Label
 from ..winsys.ioctl import DRIVER_CLOSED
@@ -309,8 +309,12 @@ class Queue(_Dispatched):
         _close_after(self.close, exc)  # (the entry point: a tracer sees Queue.close)
 
     def __repr__(self) -> str:
+        return f"{self._named()[:-1]}{_state(self)}>"
+
+    def _named(self) -> str:
+        """Its repr without its state: what the messages about it name it by."""
         eng = "" if self.engine == "gfx" else f" {self.engine}"
-        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}{' closed' * self.closed}>"
+        return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
 
     # -- recording helpers
     def _label(self, call: str) -> Label:
@@ -497,12 +501,11 @@ class Queue(_Dispatched):
             lost.append(f"{n} flush{'es' * (n != 1)} the submission thread had not submitted")
         self.q32 = np.zeros(self.qbo.size // 4, dtype=np.uint32)
         self.pending.clear()
-        named = repr(self)  # (as the app knew it: not "<... closed>")
         self._set_closed()
         if self in self.device.queues:
             self.device.queues.remove(self)
         if lost:
-            raise DeviceLost(f"close: {named}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
+            raise DeviceLost(f"close: {self._named()}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
 
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; the errors the app was

@@ -228,3 +228,18 @@ def test_a_handle_class_called_says_which_call_makes_one(make, said):
     assert str(got.value) == said
     q = gpu.queue()  # the classes the UMD makes itself are made as ever
     assert isinstance(q.timestamp(), umd.Timestamp) and isinstance(gpu.alloc(64), umd.Buffer)
+
+
+def test_a_device_and_queue_whose_driver_went_say_lost():
+    """After a rebind every call of the Device is DeviceLost until its close(); its repr and its
+    queues' looked as when running."""
+    gpu = _gpu()
+    q = gpu.queue()
+    q.write(gpu.alloc(64), 0, 1)
+    kmd_model.bind(RefModel())
+    assert (repr(gpu), repr(q)) == ("<umd.Device model api v3 lost>", "<umd.Queue ctx 1 api v3 lost>")
+    with pytest.raises(umd.DeviceLost) as got:
+        gpu.close()
+    assert str(got.value).startswith("close: <umd.Queue ctx 1 api v3>: 1 command recorded and never submitted did "
+                                      "not run: this Device's file was closed by the driver")
+    assert (repr(gpu), repr(q)) == ("<umd.Device model api v3 closed>", "<umd.Queue ctx 1 api v3 closed>")
