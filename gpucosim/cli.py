@@ -301,7 +301,28 @@ def cmd_disasm(p, args) -> int:
             # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
             codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
             print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
+            if hint := _other_codec(d.dwords, codec is sdma, d.name):
+                print(f"gpucosim disasm: {hint}", file=sys.stderr)
     return 0
+
+
+def _other_codec(dwords, as_sdma: bool, name: str) -> str | None:
+    """A note when `dwords` read as one engine's packets decode as none, and as the other's they
+    are packets from the first to the last (SDMA dwords listed as PM4: every line "BAD TYPE 0";
+    PM4 given --sdma): which option lists them."""
+    from spec import pm4, sdma
+
+    mine, other = (sdma, pm4) if as_sdma else (pm4, sdma)
+    if not dwords or any(item.ok for item in mine.decode_stream(dwords)):
+        return None
+    theirs = list(other.decode_stream(dwords))
+    if not all(item.ok for item in theirs) or all(item.name in ("NOP", "TYPE2_FILLER") for item in theirs):
+        return None  # (zeros are SDMA NOPs: memory never written, not SDMA packets)
+    first = f"{theirs[0].name}{', ...' if len(theirs) > 1 else ''}"
+    where = "" if name in ("dump", "--dwords", "stdin") else f" ({name})"
+    if as_sdma:
+        return f"no SDMA packet decodes{where}, and as PM4 they are {first}: leave out --sdma"
+    return f"no PM4 packet decodes{where}, and as SDMA they are {first}: give --sdma"
 
 
 def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:

@@ -12,7 +12,7 @@ import pytest
 
 from gpucosim import cli
 from gpucosim.dump import format_dump
-from spec import pm4
+from spec import pm4, sdma
 
 from .cli_helpers import ROOT, usage_error
 
@@ -244,6 +244,25 @@ def test_disasm_errors(capsys, tmp_path):
                             "dump 0 needs a name, an integer base and a list of 32-bit dwords")]:
         js.write_text('{"otherData": {"dumps": %s}}' % dumps)
         assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
+
+
+def test_disasm_of_the_other_engines_packets_says_which_option_lists_them(capsys):
+    """SDMA dwords listed as PM4 were "BAD TYPE 0: not a type-3 header" on every line, PM4
+    given --sdma "UNKNOWN op=0x00": nothing said the dwords were the other engine's."""
+    words = [f"{w:x}" for w in sdma.write_linear(0x100000, [1, 2, 3])]
+    assert cli.main(["disasm", "-x", *words]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("BAD TYPE 0") == len(words)
+    assert out.err == "gpucosim disasm: no PM4 packet decodes, and as SDMA they are WRITE_LINEAR: give --sdma\n"
+    words = [f"{w:x}" for w in pm4.write_data(0x100000, [1]) + pm4.write_data(0x100004, [2])]
+    assert cli.main(["disasm", "--sdma", "-x", *words]) == 0
+    assert capsys.readouterr().err == ("gpucosim disasm: no SDMA packet decodes, and as PM4 they are WRITE_DATA, ...: "
+                                       "leave out --sdma\n")
+    for given in (["-x", "0", "0", "0"],  # zeros: SDMA NOPs, memory never written
+                  ["-x", *words],  # as given
+                  ["-x", "deadbeef"]):  # neither engine's
+        assert cli.main(["disasm", *given]) == 0
+        assert capsys.readouterr().err == ""
 
 
 def test_disasm_refuses_addresses_past_64_bits(capsys, tmp_path):
