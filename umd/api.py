@@ -171,8 +171,8 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     """Open the GPU (the bound render node) for an application written for `api_version`
     (default: the newest, LATEST; older versions stay selectable and keep their behaviour;
     one this UMD does not serve is a ValueError naming those it does, and a value that is
-    no int, "2" among them, a TypeError). `pools=False`: every buffer is a BO of its own, made and freed by ioctls (no BO cache,
-    no slabs), to measure what the pools save."""
+    no int, "2" among them, a TypeError). `pools=False`: every buffer is a BO of its own,
+    made and freed by ioctls (no BO cache, no slabs), to measure what the pools save."""
     served = f"{', '.join(map(str, list(TABLES)[:-1]))} or {list(TABLES)[-1]} (leave it out for the newest, {LATEST})"
     try:  # an integer, numpy's too (as every other integer argument); not a bool, a float or "2"
         version = _index("open", "api_version", api_version)
