@@ -79,8 +79,9 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
         raise TypeError("bind: params is a KmdParams, not a dict: give its items as keywords, "
                         "bind(dev, **params), or KmdParams(**params)")
     if params is not None and not isinstance(params, KmdParams):
+        shown = repr(params) if isinstance(params, (str, int, float, bytes)) else type(params).__name__
         raise TypeError(f"bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), "
-                        f"not {repr(params) if isinstance(params, (str, int, float, bytes)) else type(params).__name__}")
+                        f"not {shown}")
     params = params or params_from(kw)
     if _claimed_by is not None and dev is not _claimed_dev:
         raise KmdError(errno.EBUSY, f"bind: {_claimed_by} has bound the driver to its own device: the app opens "

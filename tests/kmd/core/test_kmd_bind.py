@@ -418,8 +418,8 @@ def test_bind_names_a_device_it_cannot_take(dev, said):
 
 
 @pytest.mark.parametrize("params, said", [
-    ({"cap_sys_nice": True}, "bind: params is a KmdParams, not a dict: give its items as keywords, bind(dev, **params), "
-                             "or KmdParams(**params)"),
+    ({"cap_sys_nice": True}, "bind: params is a KmdParams, not a dict: give its items as keywords, "
+                             "bind(dev, **params), or KmdParams(**params)"),
     ("cs_check=False", "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), "
                        "not 'cs_check=False'"),
     ([8], "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), not list"),

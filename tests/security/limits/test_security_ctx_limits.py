@@ -513,7 +513,8 @@ def test_a_client_opened_by_default_gets_no_high_priority():
             gpu.queue(priority="high")
         assert ei.value.errno == errno.EACCES and "\n" not in str(ei.value)
         assert str(ei.value).startswith("queue: priority='high' needs CAP_SYS_NICE")
-        assert str(ei.value).endswith("umd.open(winsys=umd.winsys.Winsys(kmd_model.open_render_node(cap_sys_nice=True))))")
+        assert str(ei.value).endswith(
+            "umd.open(winsys=umd.winsys.Winsys(kmd_model.open_render_node(cap_sys_nice=True))))")
     finally:
         gpu.close()
     # opting in: a privileged file beside it (an app's Device over one), or a driver bound so

@@ -45,10 +45,14 @@ def test_gpucosim_run_and_its_sim_variable(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("main, argv, said", [
-    (difftest_main, ["--sim", "model,verliator"], f"python -m testbench.difftest: error: argument --sim: {TYPO}{RUNS}{LISTS}"),
-    (driver_checks_main, ["--sim", "verliator"], f"python -m tests.cosim.driver_checks: error: argument --sim: {TYPO}{SIMS}"),
-    (model_speed.main, ["--sims", "verliator"], f"python -m testbench.bench.model_speed: error: --sims: {TYPO}{SIMS}{LISTS}"),
-    (bench.main, ["--speed-sims", "icarus,verliator"], f"python -m testbench.bench: error: --speed-sims: {TYPO}{SIMS}{LISTS}"),
+    (difftest_main, ["--sim", "model,verliator"],
+     f"python -m testbench.difftest: error: argument --sim: {TYPO}{RUNS}{LISTS}"),
+    (driver_checks_main, ["--sim", "verliator"],
+     f"python -m tests.cosim.driver_checks: error: argument --sim: {TYPO}{SIMS}"),
+    (model_speed.main, ["--sims", "verliator"],
+     f"python -m testbench.bench.model_speed: error: --sims: {TYPO}{SIMS}{LISTS}"),
+    (bench.main, ["--speed-sims", "icarus,verliator"],
+     f"python -m testbench.bench: error: --speed-sims: {TYPO}{SIMS}{LISTS}"),
 ], ids=["difftest", "driver_checks", "model_speed", "bench"])
 def test_the_campaigns_lists(capsys, main, argv, said):
     assert _usage(capsys, main, argv) == said
