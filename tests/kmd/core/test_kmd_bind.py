@@ -437,6 +437,20 @@ def test_bind_names_parameters_it_cannot_take(params, said):
     assert kmd_model.bind(RefModel(), kmd_model.KmdParams(cap_sys_nice=True)).params.cap_sys_nice is True
 
 
+def test_a_bound_driver_shows_what_it_is_at_the_prompt():
+    """docs/tutorial.md's paste line, `kmd_model.bind(RefModel())`, typed at the interpreter's
+    prompt showed "<kmd_model.core.kmd.Kmd object at 0x7f...>"."""
+    import umd
+
+    kmd = kmd_model.bind(RefModel())
+    assert repr(kmd) == "<kmd_model.Kmd on model: 0 open files, 0 contexts>"
+    gpu = umd.open()
+    gpu.queue()
+    assert repr(kmd) == "<kmd_model.Kmd on model: 1 open file, 1 context>"
+    kmd_model.bind(RefModel())
+    assert repr(kmd).startswith("<kmd_model.Kmd on model (no longer bound): 0 open files")
+
+
 @pytest.mark.parametrize("burst", [1, 2, 3])
 def test_a_model_whose_cp_runs_a_packet_or_a_few_a_cycle_binds_and_runs_jobs(burst):
     """RefModel(cp_burst=N): the CP runs N packets at one instant at most, refilled at one a
