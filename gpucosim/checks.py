@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 
 from testbench.argtypes import file_write_problem, folder_problem, parse_int
+from testbench.simnames import BACKENDS, unknown_simulator
 
-BACKENDS = ("verilator", "icarus", "model")
 COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
 
 
@@ -157,8 +157,7 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
     if args.sim is None:
         env = os.environ.get("SIM", "").strip()
         if env and env not in BACKENDS:
-            p.error(f"SIM={env} (from the environment) is not a backend: choose {', '.join(BACKENDS)}, "
-                    "or give --sim")
+            p.error(f"SIM={env!r} (from the environment): {unknown_simulator(env, BACKENDS)} (or give --sim)")
         args.sim = env or "verilator"
     if args.sim == "model" and (args.waves or args.waves_file):
         opt = "--waves" if args.waves else "--waves-file (a waveform)"  # (the one the user typed)

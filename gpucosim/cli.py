@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import math
+import re
 import os
 import shlex
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from testbench.argtypes import OneLineParser, integer_in, parse_int
 from testbench.pipes import pipe_safe
+from testbench.simnames import unknown_simulator
 
 from . import __version__
 from .checks import BACKENDS, option_hint, output_arg, path_arg, run_options, writable_file
@@ -79,7 +81,7 @@ def _default_backend() -> str | None:
 
 def _backend(text: str) -> str:
     if text not in BACKENDS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a backend: choose {', '.join(BACKENDS)}")
+        raise argparse.ArgumentTypeError(unknown_simulator(text, BACKENDS))
     return text
 
 
@@ -299,7 +301,28 @@ def cmd_disasm(p, args) -> int:
             # the copy engine's ring and IBs hold SDMA packets, not PM4 (spec/sdma/codec.py)
             codec = sdma if args.sdma or "sdma" in d.name.lower() else pm4
             print(codec.listing(d.dwords, d.base, verbose=args.verbose, max_data=args.max_data))
+            if hint := _other_codec(d.dwords, codec is sdma, d.name):
+                print(f"gpucosim disasm: {hint}", file=sys.stderr)
     return 0
+
+
+def _other_codec(dwords, as_sdma: bool, name: str) -> str | None:
+    """A note when `dwords` read as one engine's packets decode as none, and as the other's they
+    are packets from the first to the last (SDMA dwords listed as PM4: every line "BAD TYPE 0";
+    PM4 given --sdma): which option lists them."""
+    from spec import pm4, sdma
+
+    mine, other = (sdma, pm4) if as_sdma else (pm4, sdma)
+    if not dwords or any(item.ok for item in mine.decode_stream(dwords)):
+        return None
+    theirs = list(other.decode_stream(dwords))
+    if not all(item.ok for item in theirs) or all(item.name in ("NOP", "TYPE2_FILLER") for item in theirs):
+        return None  # (zeros are SDMA NOPs: memory never written, not SDMA packets)
+    first = f"{theirs[0].name}{', ...' if len(theirs) > 1 else ''}"
+    where = "" if name in ("dump", "--dwords", "stdin") else f" ({name})"
+    if as_sdma:
+        return f"no SDMA packet decodes{where}, and as PM4 they are {first}: leave out --sdma"
+    return f"no PM4 packet decodes{where}, and as SDMA they are {first}: give --sdma"
 
 
 def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:
@@ -313,6 +336,9 @@ def _read_input(p: argparse.ArgumentParser, name: str) -> bytes:
         if any(c in name for c in "*?["):
             p.error(f"cannot read {name}: no file matches that pattern (the shell passes a pattern that "
                     "matches nothing on as it is)")
+        if re.fullmatch(r"(0x)?[0-9a-fA-F]{1,8}", name):  # (`gpucosim disasm c0033700 ...`: dwords, not a file)
+            p.error(f"cannot read {name}: No such file or directory (dwords on the command line go after -x: "
+                    f"gpucosim disasm -x {name} ...)")
         p.error(f"cannot read {name}: No such file or directory")
     except OSError as e:
         p.error(f"cannot read {name}: {e.strerror}")

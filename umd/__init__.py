@@ -23,7 +23,7 @@ ioctls (kmd_model.open_render_node()).
 """
 
 from .api import LATEST, TABLES, DispatchTable, open  # noqa: F401
-from .errors import DeviceLost, GpuError, GpuTimeout, OutOfMemory, QueueBanned, SubmitError, UmdError  # noqa: F401
+from .errors import DeviceLost, GpuError, GpuTimeout, NotPermitted, OutOfMemory, QueueBanned, SubmitError, UmdError  # noqa: F401
 from .events import Event, Timestamp  # noqa: F401
 from .queue import Queue  # noqa: F401
 from .args import DEFAULT_TIMEOUT  # noqa: F401
@@ -31,4 +31,4 @@ from .memory import Buffer  # noqa: F401
 from .runtime import Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
-           "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]
+           "NotPermitted", "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]

@@ -24,7 +24,6 @@ Version 3 (asynchronous submission)
 from __future__ import annotations
 
 import difflib
-import operator
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -35,7 +34,7 @@ from kmd_model.ioctl.copyin import shown
 
 from . import events, memory
 from . import runtime as rt
-from .args import _flag
+from .args import _flag, _index
 from .errors import UmdError
 from .queue import Queue, commands, flush, transfer
 from .queue import create as device_queue
@@ -170,16 +169,20 @@ ALIASES = {"Queue.memset": "fill", "Queue.memcpy": "copy", "Queue.enqueue_copy":
 @rt.api_call("umd.open")
 def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.Device:
     """Open the GPU (the bound render node) for an application written for `api_version`
-    (default: the newest, LATEST; older versions stay selectable and keep their behaviour).
-    `pools=False`: every buffer is a BO of its own, made and freed by ioctls (no BO cache,
-    no slabs), to measure what the pools save."""
-    try:  # an integer, numpy's too (as every other integer argument); not a bool or a float
-        version = operator.index(api_version) if not isinstance(api_version, bool) else None
-    except Exception:  # (not an integer, or the app's __index__ raised)
+    (default: the newest, LATEST; older versions stay selectable and keep their behaviour;
+    one this UMD does not serve is a ValueError naming those it does, and a value that is
+    no int, "2" among them, a TypeError). `pools=False`: every buffer is a BO of its own,
+    made and freed by ioctls (no BO cache, no slabs), to measure what the pools save."""
+    served = f"{', '.join(map(str, list(TABLES)[:-1]))} or {list(TABLES)[-1]} (leave it out for the newest, {LATEST})"
+    try:  # an integer, numpy's too (as every other integer argument); not a bool, a float or "2"
+        version = _index("open", "api_version", api_version)
+    except TypeError as e:  # (its words, then the versions there are)
+        said, _, what = str(e).partition(" must be an int, ")
+        raise TypeError(f"{said} must be an int: {served}, {what}") from None
+    except ValueError:  # (an int too wide to print)
         version = None
     if version not in TABLES:
-        raise ValueError(f"open: API version {shown(api_version)} is not supported (this UMD serves "
-                         f"{', '.join(map(str, TABLES))})")
+        raise ValueError(f"open: api_version {shown(api_version)} is not a version this UMD serves: {served}")
     pools = _flag("open", "pools", pools)
     if winsys is not None and not isinstance(winsys, Winsys):
         raise TypeError(f"open: winsys must be a umd.winsys.Winsys (None: the bound render node's), not "
@@ -193,6 +196,6 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
         # run whole once the device is up, and `python app.py` binds none
         raise UmdError("open: no GPU is bound yet: an app with a main() run by `gpucosim run` opens it in "
                        "main() (the file's top level runs before the device is up; a script without a main() "
-                       "runs once it is up); a script run by python binds one first: kmd_model.bind(RefModel()) "
-                       "(docs/tutorial.md)") from None
+                       "runs once it is up); a script run by python binds one first: import kmd_model; from "
+                       "testbench.refmodel import RefModel; kmd_model.bind(RefModel()) (docs/tutorial.md)") from None
     return rt.Device(TABLES[version], winsys, pools)

@@ -23,7 +23,7 @@ from .queue import Queue
 # entry points come from the dispatch tables, not the class).
 CLASSES = (rt.Device, Queue, memory.Buffer, events.Event, events.Timestamp)
 ERRORS = (errors.UmdError, errors.GpuError, errors.GpuTimeout, errors.SubmitError, errors.OutOfMemory,
-          errors.DeviceLost, errors.QueueBanned)
+          errors.DeviceLost, errors.QueueBanned, errors.NotPermitted)
 # umd's module-level values: what each is (they have no docstring of their own)
 CONSTANTS = {
     "LATEST": "the newest API version: what `umd.open()` opens without `api_version`",

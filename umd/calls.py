@@ -73,6 +73,9 @@ def _keyword_mistake(call: str, fn: Callable, args: tuple, kwargs: dict, e: Type
     except TypeError:
         if m is not None and m[1] in kwargs:
             return unexpected_keyword(call, m[1], accepted_keywords(fn))
+        missing = re.search(r"\(\) (missing \d+ required (?:positional|keyword-only) arguments?: .*)$", str(e))
+        if missing is not None:  # (Python's words name what is missing; the call's arguments say where each goes)
+            return TypeError(f"{call}() {missing[1]}: {call}{_shown_signature(sig)}")
         return _too_many_positional(call, sig, args)
     except ValueError:  # (no signature)
         return None
@@ -110,7 +113,14 @@ def _too_many_positional(call: str, sig: inspect.Signature, args: tuple) -> Type
         takes = f"{len(pos)} positional argument{'s' * (len(pos) != 1)}"
     else:
         takes = f"from {least} to {len(pos)} positional arguments"
-    shown_params = [p.replace(annotation=p.empty) for p in params if not p.name.startswith("_")]
     return TypeError(f"{call}() takes {takes} but {given} {'was' if given == 1 else 'were'} given: "
-                     f"{call}{str(inspect.Signature(shown_params))}")
+                     f"{call}{_shown_signature(sig)}")
+
+
+def _shown_signature(sig: inspect.Signature) -> str:
+    """"(src, src_offset, size, *, timeout=2000000)": the arguments as the app passes them (not
+    `self`, nor the UMD's own `_` ones; no annotations)."""
+    params = [p.replace(annotation=p.empty) for p in sig.parameters.values()
+              if p.name != "self" and not p.name.startswith("_")]
+    return str(inspect.Signature(params))
 

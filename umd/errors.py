@@ -5,6 +5,8 @@ concurrent.futures carry a worker's exception back by pickle): UmdError.__reduce
 
 from __future__ import annotations
 
+import errno as _errno
+
 from kmd_model.uapi import HwErrorInfo
 
 
@@ -37,7 +39,9 @@ class GpuError(UmdError):
     (the address the GPU latched, CP_ERROR_ADDR: a fault's is the access's, e.g. the
     unmapped address a write reached; any other error's the packet's own), `context` (the
     KMD context), `info` (the KMD's decoded error all told: code, level, opcode,
-    opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None.
+    opcode_name, offset, addr, ctx_id, seq), `command` (e.g. "Queue.emit_raw() #3") or None,
+    `hint` what that call adds, or None (emit_raw's dwords of the other engine: "its first
+    dword 0xc0053700 is a PM4 WRITE_DATA header, and a copy queue runs SDMA packets ...").
     A fault (VM_FAULT, a bus error) latches the access's address, not the packet's: the
     UMD finds the packet at IB+offset in the failed submission's IBs; when it cannot, the
     message says why (`unnamed`: the kernel's ring, an IB2 of the app's own, chained IBs
@@ -66,7 +70,8 @@ class GpuError(UmdError):
     """
 
     def __init__(self, info: HwErrorInfo, command: str | None = None, waited_for: bool = False,
-                 refused: bool = False, unnamed: str | None = None, file_banned: str | None = None):
+                 refused: bool = False, unnamed: str | None = None, file_banned: str | None = None,
+                 hint: str | None = None):
         self.info = info
         self.command = command
         self.code = info.code
@@ -80,8 +85,9 @@ class GpuError(UmdError):
         self.refused = refused
         self.file_banned = file_banned  # (refused only) why no context of the Device's file runs
         msg = f"GPU error{' in a job this queue waited for (wait_event)' if waited_for else ''}: {info.message}"
+        self.hint = hint  # (the recording call's word on its packets: emit_raw's of the other engine)
         if command:
-            msg += f" (recorded by {command})"
+            msg += f" (recorded by {command}{': ' + hint if hint else ''})"
         elif unnamed:  # (a fault names the access's address: why no packet's call could be found)
             msg += f" (no API call named: {unnamed})"
         self.unnamed = unnamed
@@ -92,7 +98,7 @@ class GpuError(UmdError):
         super().__init__(msg)
 
     def _init_args(self) -> tuple:
-        return self.info, self.command, self.waited_for, self.refused, self.unnamed, self.file_banned
+        return self.info, self.command, self.waited_for, self.refused, self.unnamed, self.file_banned, self.hint
 
 
 class GpuTimeout(UmdError, TimeoutError):
@@ -143,3 +149,18 @@ class QueueBanned(DeviceLost):
 
     def _init_args(self) -> tuple:
         return self.args[0], self.context
+
+
+class NotPermitted(PermissionError):
+    """The client lacks a right the call needs (the kernel's EACCES): a high-priority queue
+    without CAP_SYS_NICE. A PermissionError, `errno` EACCES, whose message is the UMD's one
+    line saying what to do (without Python's "[Errno 13]" before it)."""
+
+    def __init__(self, message: str):
+        super().__init__(_errno.EACCES, message)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):
+        return type(self), (self.strerror,), self.__dict__

@@ -48,6 +48,7 @@ class Event(_Handle):
     """Signalled when the GPU has executed the queue up to the `signal()` that made it."""
 
     _what = "a queue's fence"
+    _made_by = "ev = q.signal()"
     queue = fixed("Event", "queue", doc="the Queue whose signal() made it")
     # (a Timestamp's is its sample: its own property)
     value = fixed("Event", "value", doc="its timeline value: the number the GPU writes to its queue's fence "
@@ -194,6 +195,8 @@ class Event(_Handle):
 class Timestamp(Event):
     """A GPU clock sample (RELEASE_MEM TIMESTAMP): `wait()` for it, then `value` (or its
     alias `cycles`) is the 48-bit GPU clock, in cycles, when the queue got there."""
+
+    _made_by = "ts = q.timestamp()"
 
     def __init__(self, queue: Queue, slot: int, index: int):
         self._start(queue)  # (no timeline value: Event.__init__ would set one)

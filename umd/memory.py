@@ -162,6 +162,7 @@ class Buffer(_Handle):
     `u32`). It lives in a BO of its own or in a slab's (`handle`, at `bo_offset`)."""
 
     _what = "device memory"
+    _made_by = "buf = gpu.alloc(size)"
     _hint = " (a copy would free it twice): pass its bytes (Buffer.map().copy(), Queue.download())"
     # What the buffer is (where, how big, whose) is read-only to the app: the UMD's checks of
     # every call trust it, so `buf.size = 1 << 20` would let a write reach the next buffer, and
@@ -205,7 +206,7 @@ class Buffer(_Handle):
         (or a slice of one) used after the buffer's free() raises ValueError naming the free;
         a copy (view.copy()) is the app's own."""
         if self.freed:
-            raise ValueError(f"{_call}: {self!r} was freed ({self._freed_how})")
+            raise ValueError(f"{_call}: <umd.Buffer {self._where()}> was freed ({self._freed_how})")
         if self.device.ws.lost():  # (GEM_MMAP's EBADF; a view made before is revoked: it was handed out dead)
             raise DeviceLost(f"{_call}: {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self._view is None:
@@ -226,9 +227,9 @@ class Buffer(_Handle):
         call given a freed buffer raises. kmd_model's MappingRevoked was an internal class
         no UMD document names."""
         if self.device.ws.lost():
-            return DeviceLost(f"a view of {self!r} (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
+            return DeviceLost(f"a view of <umd.Buffer {self._where()}> (Buffer.map, Buffer.u32): {DRIVER_CLOSED}: {OPEN_NEW_DEVICE}")
         if self.freed:
-            return ValueError(f"a view of {self!r} (Buffer.map, Buffer.u32) used after the buffer was freed "
+            return ValueError(f"a view of <umd.Buffer {self._where()}> (Buffer.map, Buffer.u32) used after the buffer was freed "
                               f"({self._freed_how}): its memory may be another buffer's now: copy what you "
                               "need (view.copy()) before freeing it")
         return MappingRevoked(why)  # (no Buffer's BO is closed under it otherwise: free() revokes the view first)
@@ -248,7 +249,7 @@ class Buffer(_Handle):
             return
         self._freed_how = self._freed_by()  # (now: a device closed later did not free it)
         if self._revoke is not None:
-            self._revoke(f"{self!r} was freed ({self._freed_how}): its CPU mapping is gone")
+            self._revoke(f"<umd.Buffer {self._where()}> was freed ({self._freed_how}): its CPU mapping is gone")
         self.device.mm.free(self)
         self.device.buffers.discard(self)
         self._view = self._revoke = None
@@ -273,11 +274,16 @@ class Buffer(_Handle):
             raise ValueError(f"{call}: [{offset:#x}, {offset + nbytes:#x}) is outside the "
                              f"{self.size:#x}-byte buffer")
         if self.freed:  # (callers check it first, naming the argument: _own_buffer)
-            raise ValueError(f"{call}: {self!r} was freed ({self._freed_how})")
+            raise ValueError(f"{call}: <umd.Buffer {self._where()}> was freed ({self._freed_how})")
         return self.gpu_addr + offset
 
     def __repr__(self) -> str:
-        return f"<umd.Buffer {self.domain.name} {self.gpu_addr:#x}+{self.size:#x}>"
+        return f"<umd.Buffer {self._where()}{' freed' * self.freed}>"
+
+    def _where(self) -> str:
+        """What the messages about it name it by: its repr without its state ("<umd.Buffer GTT
+        0x100000+0x40> was freed", not "<... freed> was freed")."""
+        return f"{self.domain.name} {self.gpu_addr:#x}+{self.size:#x}"
 
 
 # ---------------------------------------------------------------------------- a buffer argument
@@ -286,9 +292,16 @@ def _own_buffer(device: Device, call: str, name: str, buf: Any) -> "Buffer":
     """`buf` as a buffer argument of `device`'s calls: a Buffer of another device holds a VA
     of that device's VM, which here names whatever this device has at the same address."""
     if not isinstance(buf, Buffer):
-        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}")
+        hint = ""
+        if isinstance(buf, int) and not isinstance(buf, bool):  # (an address: a Buffer's own gpu_addr?)
+            inside = next((b for b in device.buffers if b.owner is None and b.gpu_addr <= buf < b.gpu_addr + b.size),
+                          None)
+            if inside is not None:
+                hint = (f" ({buf:#x}, an address in <umd.Buffer {inside._where()}>: give the Buffer itself and the "
+                        f"offset in it, {buf - inside.gpu_addr:#x})")
+        raise TypeError(f"{call}: {name} must be a umd Buffer, not {shown(buf)}{hint}")
     if buf.freed:  # (first: a buffer its closed device freed is no other device's; and copy's names which)
-        raise ValueError(f"{call}: {name} {buf!r} was freed ({buf._freed_how})")
+        raise ValueError(f"{call}: {name} <umd.Buffer {buf._where()}> was freed ({buf._freed_how})")
     if buf.device is not device:
         raise ValueError(f"{call}: {name} {buf!r} belongs to another device (its gpu_addr is an address "
                          "in that device's own address space)")

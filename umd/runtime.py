@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import difflib
 import functools
+import inspect
 import operator
 import os
 import sys
@@ -85,6 +86,29 @@ class _Handle:
 
     _what = "the GPU"
     _hint = ""
+    _made_by = ""  # the call that gives an app one ("umd.open()"): what a constructor call of the class's says
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A class an app gets from a call (`_made_by`), not by calling it: `umd.Device()` was
+        "Device.__init__() missing 1 required positional argument: 'table'", an argument no
+        page names. Arguments that do not fit its __init__ now say which call makes one."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or not cls._made_by:
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):
+            try:
+                init(self, *args, **kw)
+            except TypeError:
+                try:  # (only the arguments' own mistake, not a TypeError from inside __init__)
+                    inspect.signature(init).bind(self, *args, **kw)
+                except TypeError:
+                    raise TypeError(f"umd.{type(self).__name__}() is made by the UMD, not called by an app: "
+                                    f"{type(self)._made_by}") from None
+                raise
+        cls.__init__ = __init__
 
     def __reduce_ex__(self, protocol):
         raise TypeError(f"cannot copy or pickle {self!r}: it is a handle to {self._what} of this process{self._hint}")
@@ -179,6 +203,15 @@ class _Dispatched(_Handle):
         return sorted(set(super().__dir__()) | set(own))
 
 
+def _state(obj: "_Dispatched") -> str:
+    """What a Device's or Queue's repr ends with: " closed", " lost" (the driver closed its
+    file: every call is DeviceLost until close()), or nothing while it runs."""
+    if obj.closed:
+        return " closed"
+    ws = obj.__dict__.get("ws")
+    return " lost" if ws is not None and ws.lost() else ""
+
+
 def _refuse_closed(obj: "_Dispatched") -> None:
     raise AttributeError(f"{obj._kind}.closed is the UMD's own record (close() sets it): read-only")
 
@@ -218,6 +251,7 @@ class Device(_Dispatched):
 
     _kind = "Device"
     _what = "the GPU's render node"
+    _made_by = "gpu = umd.open()"
     api_version = fixed("Device", "api_version", ": umd.open(api_version=...) opens another",
                         doc="the API version the app opened it for (umd.open(api_version=...)): which entry "
                             "points it and its queues have, and their defaults")
@@ -254,7 +288,7 @@ class Device(_Dispatched):
         _open_devices.add(self)
 
     def __repr__(self) -> str:
-        return f"<umd.Device {self.name} api v{self.api_version}>"
+        return f"<umd.Device {self.name} api v{self.api_version}{_state(self)}>"
 
     def __enter__(self) -> "Device":
         return self

@@ -319,7 +319,7 @@ def fresh(q, number: int, e: BaseException) -> BaseException:
     if isinstance(e, GpuError) and e.refused and e.file_banned is None:
         why = kmd_errors.file_banned(q)
         if why is not None:
-            u = GpuError(e.info, e.command, e.waited_for, True, e.unnamed, why)
+            u = GpuError(e.info, e.command, e.waited_for, True, e.unnamed, why, e.hint)
             u.__cause__ = cause
             return u
     return e

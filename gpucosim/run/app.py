@@ -53,6 +53,8 @@ def find_app(target: str) -> None:
         module = name[:-3].replace(os.sep, ".").replace("/", ".").strip(".")
         raise AppNotFound(f"{target!r} is not an app: a function is named after a module, not a file: give "
                           f"{module}:{func or 'main'} (from the folder the module is in), or {name} for its main()")
+    if not colon and name and _is_file(name + ".py"):  # (`gpucosim run examples/hello`: the file is there)
+        raise AppNotFound(f"{target!r} is not an app: did you mean {name}.py?")
     if not name or "/" in name or os.sep in name or _is_file(name):
         raise AppNotFound(f"{target!r} is not an app: give APP.py, a module (examples.demo) or module:function")
     # the target's form before any import (`examples.demo:` ran main(), `:1x` imported the

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from testbench.simnames import BACKENDS, unknown_simulator
+
 from .app import AppNotFound, apply_app_log, find_app, load_main, reads_no_arguments, report_load_error
 from .console import Console, file_status
 from .console import enabled as console_enabled
@@ -31,7 +33,6 @@ from .session import RunOptions, Session, app_failed, default_build_dir, unknown
 from .stops import (INTERRUPT_EXIT, TIMEOUT_EXIT, RunTimeout, Terminated, disarm_stops, hard_stop, stop_grace,
                     stop_on_signals, stop_words, stopped_code, timeout_message)
 
-BACKENDS = ("verilator", "icarus", "model")
 # Lines of the simulator's log that are not the app's
 SIM_NOISE = ("Verilog $finish", "VPI: ", "Simulation Report", "cocotb.regression", "** TEST", "*****",
              "** TESTS=", "gpucosim.run.app_runner.app", "Running on ", "Running tests", "Seeding Python",
@@ -79,7 +80,7 @@ def _record(key: str, seconds: float) -> None:
 def run_app(opts: RunOptions) -> int:
     """Run `opts.app`; returns its exit code (2: it could not be started)."""
     if opts.backend not in BACKENDS:
-        raise LaunchError(f"unknown backend {opts.backend!r}: choose one of {', '.join(BACKENDS)}")
+        raise LaunchError(unknown_simulator(opts.backend, BACKENDS))
     check_app(opts.app)
     if opts.args and reads_no_arguments(opts.app):
         # (found after the run, the whole run first: minutes on the RTL for a mistyped option)

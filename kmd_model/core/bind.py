@@ -6,6 +6,7 @@ parameters as `modprobe -r amdgpu; modprobe amdgpu param=...` does.
 
 from __future__ import annotations
 
+import difflib
 import errno
 from dataclasses import fields
 
@@ -18,8 +19,10 @@ from .kmd import Kmd, KmdParams
 def params_from(kw: dict) -> KmdParams:
     names = {f.name for f in fields(KmdParams)}
     bad = sorted(set(kw) - names)
-    if bad:
-        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
+    if bad:  # (the one meant first, as gpucosim run --kmd says it: job_timout was 24 names to read through)
+        like = difflib.get_close_matches(bad[0], sorted(names), n=1)
+        raise TypeError(f"unknown KMD parameter(s) {', '.join(bad)}" + (f": did you mean {like[0]}?" if like else "")
+                        + f"; known: {', '.join(sorted(names))}")
     return KmdParams(**kw)
 
 
@@ -72,6 +75,13 @@ def bind(dev: Device, params: KmdParams | None = None, *, observers=(), **kw) ->
     _check_device(dev)
     if params is not None and kw:
         raise TypeError("bind: give either params or keyword parameters, not both")
+    if isinstance(params, dict):  # (`bind(RefModel(), {"cap_sys_nice": True})`: an AttributeError inside the driver)
+        raise TypeError("bind: params is a KmdParams, not a dict: give its items as keywords, "
+                        "bind(dev, **params), or KmdParams(**params)")
+    if params is not None and not isinstance(params, KmdParams):
+        shown = repr(params) if isinstance(params, (str, int, float, bytes)) else type(params).__name__
+        raise TypeError(f"bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), "
+                        f"not {shown}")
     params = params or params_from(kw)
     if _claimed_by is not None and dev is not _claimed_dev:
         raise KmdError(errno.EBUSY, f"bind: {_claimed_by} has bound the driver to its own device: the app opens "

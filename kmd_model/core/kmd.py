@@ -154,6 +154,16 @@ class Wb(IntEnum):
 
 
 class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
+    def __repr__(self) -> str:
+        """What `kmd_model.bind(RefModel())` shows at the interpreter's prompt (the tutorial's
+        first line): the device, whether it is still the bound driver, its files."""
+        from . import bind  # (bind imports this module)
+
+        n, c = len(self.files), len(self.contexts)
+        gone = "" if bind._bound is self else " (no longer bound)"
+        return (f"<kmd_model.Kmd on {self.dev.name}{gone}: {n} open file{'s' * (n != 1)}, "
+                f"{c} context{'s' * (c != 1)}>")
+
     def __init__(self, dev: Device, params: KmdParams | None = None, observers=()):
         self.dev = dev
         # The driver's own lock, as a kernel driver serialises what its state needs: every

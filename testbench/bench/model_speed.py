@@ -25,6 +25,7 @@ from pathlib import Path
 
 from testbench.argtypes import OneLineParser, report_file_problem
 from testbench.pipes import pipe_safe
+from testbench.simnames import SIMULATORS, choices, given_twice, no_simulator, unknown_simulator
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (testbench/bench/model_speed.py)
 
@@ -49,10 +50,11 @@ def parse_sims(text: str, none_ok: bool) -> tuple[list[str], str | None]:
     if none_ok and names == ["none"]:
         return [], None
     if not any(names) or "" in names:
-        return [], f"{text!r}: name the simulators, verilator and/or icarus" + (", or none" if none_ok else "")
+        return [], (no_simulator(text) if not any(names) else f"{text!r} has an empty name: choose "
+                    f"{choices(lists=True)}") + (", or none" if none_ok else "")
     twice = [x for i, x in enumerate(names) if x in names[:i]]
     if twice:
-        return [], f"{twice[0]!r} is named twice"
+        return [], given_twice(twice[0])
     return names, sims_problem(names)
 
 
@@ -61,8 +63,8 @@ def sims_problem(sims: list[str]) -> str | None:
     from testbench import sim
 
     for s in sims:
-        if s not in ("verilator", "icarus"):
-            return f"{s!r} is not a simulator: choose verilator and/or icarus"
+        if s not in SIMULATORS:
+            return unknown_simulator(s, lists=True)
         reason = sim.unavailable_reason(s)
         if reason:
             return reason

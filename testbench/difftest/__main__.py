@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..argtypes import NOT_AN_INTEGER, OneLineParser, int_at_least, int_one_of, report_file_problem
 from ..pipes import pipe_safe
+from ..simnames import BACKENDS, given_twice, no_simulator, unknown_simulator
 from .campaign import (Caps, Progress, Report, explain, make_stream, master_seed, model_caps, run_model,
                        run_model_pair)
 from .compare import compare
@@ -79,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{where}: {NOT_AN_INTEGER}, not {text!r}")
     sims = [s.strip() for s in args.sim.split(",") if s.strip()]
     if not sims:
-        ap.error(f"argument --sim: no simulator in {args.sim!r} (verilator, icarus, model, or a comma list)")
-    unknown = [s for s in sims if s not in ("verilator", "icarus", "model")]
+        ap.error(f"argument --sim: {no_simulator(args.sim, BACKENDS)}")
+    unknown = [s for s in sims if s not in BACKENDS]
     if unknown:  # (the simulator layer's message named neither the option nor the model)
-        ap.error(f"argument --sim: unknown simulator {unknown[0]!r}: choose verilator, icarus, model, or a comma list")
+        ap.error(f"argument --sim: {unknown_simulator(unknown[0], BACKENDS, lists=True)}")
     twice = [s for i, s in enumerate(sims) if s in sims[:i]]
     if twice:  # (the campaign was split between the two, one's time and capabilities written over by the other's)
-        ap.error(f"argument --sim: {twice[0]} is given twice")
+        ap.error(f"argument --sim: {given_twice(twice[0])}")
     if args.json and Path(args.json).is_dir():  # (found after the campaign, it lost the report)
         ap.error(f"argument --json: {args.json} is a directory (give the report's file name)")
     # (a file other than an earlier report, --json README.md, was written over after the campaign)

@@ -201,6 +201,7 @@ TESTS = (
     "tests/umd/api/test_umd_ctrl_c.py",
     "tests/umd/failures/test_umd_split_flush_refused.py",  # (the only test of submit.split and part_refused)
     "tests/umd/api/test_umd_new_user_mistakes.py",
+    "tests/umd/api/test_umd_newcomer_errors.py",
     "tests/spec/packets/test_pm4.py",
     "tests/spec/amd/test_amd_conformance.py",
     "tests/spec/packets/test_pm4_edges.py",
@@ -239,6 +240,8 @@ TESTS = (
     # make bench's model figures call the KMD's checker and shadow pool directly: without it a
     # branch only the bench reached looked dead here, was removed, and broke make bench
     "tests/tools/harness/test_model_speed.py",
+    # (the simulator names every entry point refuses alike: testbench/simnames.py)
+    "tests/tools/cli/test_cli_simulator_names.py",
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/submission/test_umd_async.py,
 # which also run the transfer and memory checks with every queue async) are in: the async

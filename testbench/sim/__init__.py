@@ -43,7 +43,7 @@ BUILD = Path(os.environ.get("GPUCOSIM_BUILD") or ROOT / "build")  # (set but emp
 HDL_DIR = Path(__file__).resolve().parent / "hdl"
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 
-SIMULATORS = ("verilator", "icarus")
+from ..simnames import SIMULATORS, given_twice, no_simulator, unknown_simulator  # noqa: F401
 
 CLOCK_PERIOD_NS = 10  # 100 MHz: the cycle is the unit everywhere; ns only matter for waves
 CLOCK_MODES = ("hdl", "cocotb")
@@ -169,15 +169,6 @@ def setup_env() -> None:
         os.environ["PATH"] = venv_bin + os.pathsep + os.environ["PATH"]
 
 
-def unknown_simulator(sim: str) -> str:
-    """Why `sim` names no simulator, in one line naming those there are (the reference model
-    is a backend of `gpucosim run`, not a simulator: said so)."""
-    if sim == "model":
-        return (f"'model' is the reference model, not a simulator: choose one of {', '.join(SIMULATORS)} (tests on the "
-                "model run whichever is chosen)")
-    return f"unknown simulator {sim!r}: choose one of {', '.join(SIMULATORS)}"
-
-
 def unavailable_reason(sim: str) -> str | None:
     """None if `sim` can run here, else a one-line notice naming what to install."""
     if sim not in SIMULATORS:
@@ -199,15 +190,13 @@ def selected_simulators() -> list[str]:
         return list(SIMULATORS)
     sims = [s.strip() for s in env.split(",") if s.strip()]
     if not sims:  # (`SIM=,`: the RTL's tests ran on no simulator, and said nothing)
-        raise ValueError(f"SIM={env!r} names no simulator: choose from {', '.join(SIMULATORS)}, a comma list, or "
-                         "leave SIM unset for all")
+        raise ValueError(f"SIM={no_simulator(env)} (or leave SIM unset for all)")
     for i, s in enumerate(sims):
-        if s not in SIMULATORS:
-            if s == "model":
-                raise ValueError(f"SIM={env!r}: {unknown_simulator(s)}")
-            raise ValueError(f"SIM={env!r}: unknown simulator {s!r}; choose from {', '.join(SIMULATORS)}")
+        if s not in SIMULATORS:  # (the model's tests run with whichever simulator is chosen)
+            raise ValueError(f"SIM={env!r}: {unknown_simulator(s, lists=True)}"
+                             + " (the model's tests run with either)" * (s == "model"))
         if s in sims[:i]:  # (each of its tests twice)
-            raise ValueError(f"SIM={env!r}: {s} is given twice")
+            raise ValueError(f"SIM={env!r}: {given_twice(s)}")
     return sims
 
 

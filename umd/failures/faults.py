@@ -29,10 +29,8 @@ def find_command(q: Queue, info: HwErrorInfo, subs) -> tuple[str | None, str | N
     named (for a fault, whose address is the access's, not the packet's), from the
     submissions `subs` (the failed one first when known: its IBs may be another's since)."""
     if info.code not in _FAULTS:  # CP_ERROR_ADDR is the packet's own address
-        for sub in subs:
-            if info.addr in sub.labels:
-                return str(sub.labels[info.addr]), None
-        return None, None
+        label = _label_at(info.addr, subs)
+        return (None if label is None else str(label)), None
     # a fault: the packet is at IB+offset of one of the failed submission's IBs
     if info.level == "RING":
         return None, "the fault is in the kernel's ring packets, which no API call recorded"
@@ -52,6 +50,16 @@ def find_command(q: Queue, info: HwErrorInfo, subs) -> tuple[str | None, str | N
         return None, f"no packet the UMD recorded starts at IB+{info.offset:#x}"
     return None, (f"the CP latches no IB base, and IB+{info.offset:#x} of the submission's IBs is "
                   f"{' or '.join(named)}")
+
+
+def _label_at(addr: int, subs):
+    return next((sub.labels[addr] for sub in subs if addr in sub.labels), None)
+
+
+def hint_of(info: HwErrorInfo, subs) -> str | None:
+    """What the call that recorded the packet a (non-fault) error names adds (Label.hint)."""
+    label = None if info.code in _FAULTS else _label_at(info.addr, subs)
+    return getattr(label, "hint", None)
 
 
 def _packet_reaches(q: Queue, ib: Buffer, offset: int, addr: int) -> bool:

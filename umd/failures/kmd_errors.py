@@ -40,9 +40,11 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
         if e.info.ctx_id and e.info.ctx_id != q.ctx_id:  # a dependency's error: its job was cancelled
             raise GpuError(e.info, None, waited_for=True) from e
         # a CS refused for its context's earlier error (not a wait that found it failed)
-        command, unnamed = faults.find_command(q, e.info, q.inflight if subs is None else subs)
+        subs = q.inflight if subs is None else subs
+        command, unnamed = faults.find_command(q, e.info, subs)
         why = file_banned(q) if cs else None  # (a refusal says what to do next: a new queue, or a new Device)
-        raise GpuError(e.info, command, refused=cs, unnamed=unnamed, file_banned=why) from e
+        raise GpuError(e.info, command, refused=cs, unnamed=unnamed, file_banned=why,
+                       hint=faults.hint_of(e.info, subs) if command else None) from e
     if e.errno == errno.EIO or e.errno == errno.ECANCELED and not cs:
         # EIO is a banned context's, a banned file's or a lost device's: the context's query
         # tells the first from the others, CTX ALLOC the file's ban (a wait's ECANCELED with
@@ -61,8 +63,9 @@ def raise_from(q: Queue, e: KmdError, what: str, cs: bool = False, subs: list | 
                           f"(max_inflight={q.max_inflight}): {e.message}") from e
     said = f"{what}: {e}"
     if cs and isinstance(e.info, PacketAt) and labels:
-        if e.info.addr in labels:
-            said += f" (recorded by {labels[e.info.addr]})"  # (the refused flush's packets, `labels`)
+        if e.info.addr in labels:  # (the refused flush's packets, `labels`)
+            label = labels[e.info.addr]
+            said += f" (recorded by {label}{': ' + label.hint if getattr(label, 'hint', None) else ''})"
         else:  # in an IB2 of the app's own: the call that recorded the INDIRECT_BUFFER running it
             call = next((labels[a] for a in e.info.via if a in labels), None)
             if call is not None:

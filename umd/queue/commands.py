@@ -8,6 +8,7 @@ and umd/queue/transfer.py (fill, copy, upload, download).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kmd_model.ioctl.copyin import shown
@@ -104,7 +105,9 @@ def _never_holds(fn: str, ref: int, mask: int) -> str | None:
 def queue_emit_raw(self: Queue, dwords: Any) -> None:
     """Raw dwords, for experiments (PM4, or SDMA packets on a copy queue): the KMD's
     checker still sees a gfx queue's. They stay together, in one IB: more than one IB of the
-    queue holds (`ib_size_dw` less its chaining and padding) is a ValueError."""
+    queue holds (`ib_size_dw` less its chaining and padding) is a ValueError. Dwords of the
+    other engine (a PM4 header on a copy queue, an SDMA one on a gfx queue) are recorded as
+    given, and the error they meet says so (GpuError.hint)."""
     top = self.cmdbuf.max_packet_dw  # (they stay together: one IB holds them all, or the call is refused here)
 
     def too_many(n: int) -> None:
@@ -115,5 +118,26 @@ def queue_emit_raw(self: Queue, dwords: Any) -> None:
     words = _dwords("emit_raw", dwords, "dwords", most=top, too_many=too_many)
     if len(words) > top:
         too_many(len(words))
-    self.cmdbuf.emit(words, self._label("emit_raw"))
+    label = self._label("emit_raw")
+    hint = _other_engine(self, words)
+    self.cmdbuf.emit(words, label if hint is None else replace(label, hint=hint))
     self._end_command()
+
+
+def _other_engine(q: Queue, words: list[int]) -> str | None:
+    """What an error of emit_raw's packets should add when its first dword is no packet of the
+    queue's engine but one of the other's (PM4 on a copy queue, SDMA on a gfx queue): each
+    engine reads the other's header as an unknown opcode, which alone does not say why."""
+    if not words:
+        return None
+    mine, other = (sdma, pm4) if q.copy_engine else (pm4, sdma)
+    if mine.decode(words).ok:
+        return None
+    item = other.decode(words)
+    if item.name is None:  # (a Malformed of an unknown opcode: the other engine's it is not)
+        return None
+    if q.copy_engine:
+        return (f"its first dword {words[0]:#010x} is a PM4 {item.name} header, and a copy queue runs "
+                "SDMA packets (spec.sdma's builders): emit PM4 on a gfx queue (gpu.queue())")
+    return (f"its first dword {words[0]:#010x} is an SDMA {item.name} header, and a gfx queue runs "
+            "PM4 packets (spec.pm4's builders): emit SDMA packets on a copy queue (gpu.queue(engine='copy'))")

@@ -5,6 +5,7 @@ version added are refused by name in an earlier one, as missing entry points are
 
 from __future__ import annotations
 
+import difflib
 import weakref
 from typing import Any
 
@@ -26,7 +27,7 @@ def device_queue(self: Device, *, flush_threshold: int | None = None, flush_dwor
     download, signal, wait_mem run as SDMA packets beside the gfx queues); `priority`: "low",
     "normal" or "high", the context's scheduler run queue ("high" needs CAP_SYS_NICE, which
     a client has only when opted into: a Device over open_render_node(cap_sys_nice=True), or a
-    KMD bound with cap_sys_nice=True; else PermissionError, EACCES). It flushes by itself
+    KMD bound with cap_sys_nice=True; else umd.NotPermitted, a PermissionError). It flushes by itself
     after `flush_threshold` commands (the API version's default) or, when given, once
     `flush_dwords` dwords are recorded; `ib_size_dw` is the size of each chained IB. At most
     `max_inflight` submissions are in flight: past that a flush (or a new IB) waits for the
@@ -63,7 +64,7 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
     "low", "normal" or "high", the context's scheduler run queue ("high" needs
     CAP_SYS_NICE, which a client has only when opted into: a Device over
     open_render_node(cap_sys_nice=True), or a KMD bound with cap_sys_nice=True; else
-    PermissionError, EACCES). It flushes by itself after `flush_threshold` commands (64)
+    umd.NotPermitted, a PermissionError). It flushes by itself after `flush_threshold` commands (64)
     or, when given, once `flush_dwords` dwords are recorded; `ib_size_dw` is the size of
     each chained IB. At most `max_inflight` submissions are in flight: past that a flush
     (or a new IB) waits for the oldest to finish, so memory stays bounded however fast the
@@ -80,12 +81,32 @@ def device_queue_v3(self: Device, *, flush_threshold: int | None = None, flush_d
                       self.async_default if async_submit is None else async_submit)
 
 
+# what a newcomer calls an engine by (amdgpu's and the hardware's names), and the one it is
+_ENGINE_WORDS = {**dict.fromkeys(("sdma", "sdma0", "dma", "transfer"), "copy"),
+                 **dict.fromkeys(("gfx0", "graphics", "cp", "pm4"), "gfx")}
+_ENGINE_WHY = {"copy": "the SDMA copy engine's queue", "gfx": "the CP's ring, PM4 packets"}
+
+
+def _meant(given, names, words: dict | None = None) -> str:
+    """": did you mean 'copy'?" for a name in another case or spelling, or another's word for
+    it (engine="sdma": the copy engine is the SDMA); else nothing."""
+    if not isinstance(given, str):
+        return ""
+    key = given.strip().lower()
+    if words and key in words:
+        return f": did you mean {words[key]!r}? ({_ENGINE_WHY[words[key]]})"
+    meant = key if key in names else next(iter(difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)), None)
+    return f": did you mean {meant!r}?" if meant else ""
+
+
 def _new_queue(self: Device, flush_threshold, flush_dwords, ib_size_dw, max_inflight, engine, priority,
                async_submit: bool) -> "Queue":
     if not isinstance(engine, str) or engine not in ENGINES:  # (a list is no engine: not "unhashable")
-        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}")
+        raise ValueError(f"queue: engine must be one of {', '.join(map(repr, ENGINES))}, not {shown(engine)}"
+                         + _meant(engine, ENGINES, _ENGINE_WORDS))
     if not isinstance(priority, str) or priority not in PRIORITIES:
-        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}")
+        raise ValueError(f"queue: priority must be one of {', '.join(map(repr, PRIORITIES))}, not {shown(priority)}"
+                         + _meant(priority, PRIORITIES))
     if engine == "copy" and not self.dev_info.sdma_rings:
         raise ValueError(f"queue: engine='copy' needs an SDMA engine, and the {self.name} backend has none "
                          "(QUEUE_CAPS.SDMA is 0): use engine='gfx'")

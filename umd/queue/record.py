@@ -25,10 +25,10 @@ from spec import packets, sdma
 
 from .. import submit
 from ..args import DEFAULT_TIMEOUT, M32, _index, _timeout
-from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, OutOfMemory, UmdError
+from ..errors import OPEN_NEW_DEVICE, DeviceLost, GpuError, GpuTimeout, NotPermitted, OutOfMemory, UmdError
 from ..failures import failed_jobs, kmd_errors
 from ..memory import Buffer, device_alloc
-from ..runtime import Device, _close_after, _Dispatched, _raise_first, fixed
+from ..runtime import Device, _close_after, _Dispatched, _raise_first, _state, fixed
 from ..submit import PendingCs
 from ..winsys.cmdbuf import CmdBuf, Label
 from ..winsys.ioctl import DRIVER_CLOSED
@@ -157,6 +157,7 @@ class Queue(_Dispatched):
 
     _kind = "Queue"
     _what = "a GPU context"
+    _made_by = "q = gpu.queue()"
     # settings the app may change (checked), and what the queue is (read-only)
     flush_threshold = _knob("flush_threshold", _at_least_1("flush_threshold"),
                             "commands recorded before the queue flushes by itself (>= 1; queue(flush_threshold=), "
@@ -226,10 +227,10 @@ class Queue(_Dispatched):
             if e.errno == errno.ENOSPC:  # the file's contexts are all taken (kmd_model/core/ctx.py)
                 raise OutOfMemory(f"queue: no context for it ({e})") from e
             if e.errno == errno.EACCES:  # an unprivileged client (KmdParams.cap_sys_nice, False by default)
-                raise PermissionError(errno.EACCES, f"queue: priority={priority!r} needs CAP_SYS_NICE, which "
-                                      f"this client's render node lacks ({e.message}): use 'normal', or open the "
-                                      "device over open_render_node(cap_sys_nice=True), or gpucosim run --kmd "
-                                      "cap_sys_nice=1") from None
+                raise NotPermitted(f"queue: priority={priority!r} needs CAP_SYS_NICE, which this client lacks "
+                                   "(CTX ALLOC: EACCES): use priority='normal', or give the client the right: "
+                                   "gpucosim run APP --kmd cap_sys_nice=1 (in Python: umd.open(winsys=umd.winsys."
+                                   "Winsys(kmd_model.open_render_node(cap_sys_nice=True))))") from None
             if e.errno == errno.EIO:  # the file is banned: no context of it runs (umd/failures/kmd_errors.py)
                 self.ws.banned = kmd_errors.ban_reason(e)
                 raise DeviceLost(f"queue: {e.message}: {OPEN_NEW_DEVICE}") from e
@@ -308,6 +309,10 @@ class Queue(_Dispatched):
         _close_after(self.close, exc)  # (the entry point: a tracer sees Queue.close)
 
     def __repr__(self) -> str:
+        return f"{self._named()[:-1]}{_state(self)}>"
+
+    def _named(self) -> str:
+        """Its repr without its state: what the messages about it name it by."""
         eng = "" if self.engine == "gfx" else f" {self.engine}"
         return f"<umd.Queue{eng} ctx {self.ctx_id} api v{self._table.version}>"
 
@@ -500,7 +505,7 @@ class Queue(_Dispatched):
         if self in self.device.queues:
             self.device.queues.remove(self)
         if lost:
-            raise DeviceLost(f"close: {self!r}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
+            raise DeviceLost(f"close: {self._named()}: {' and '.join(lost)} did not run: {DRIVER_CLOSED}")
 
     def _close(self) -> None:
         """Submit and finish what the queue has, release its context; the errors the app was

@@ -20,7 +20,7 @@ every IB as a chunk of its own, in order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from spec import pm4, sdma
@@ -37,6 +37,9 @@ class Label:
 
     text: str
     call: int | None = None
+    # what the error of a packet it recorded should add: emit_raw()'s dwords that are the
+    # other engine's packets (PM4 on a copy queue, SDMA on a gfx queue) say so
+    hint: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return self.text

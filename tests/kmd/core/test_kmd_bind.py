@@ -72,7 +72,9 @@ def test_rebind_keeps_observers_and_trace_hooks():
 
 
 @pytest.mark.parametrize("kw, exc, message", [
-    (dict(sched_jbos=8), TypeError, "unknown KMD parameter(s) sched_jbos; known: "),
+    # (the one meant first, as gpucosim run --kmd says it: 24 names were left to read through)
+    (dict(sched_jbos=8), TypeError, "unknown KMD parameter(s) sched_jbos: did you mean sched_jobs?; known: "),
+    (dict(zzz=8), TypeError, "unknown KMD parameter(s) zzz; known: ban_after_hangs, "),
     (dict(sched_jobs=0), ValueError, "KMD parameter sched_jobs must be an int in [1, 65536], not 0"),
     (dict(vram_fraction=2.0), ValueError, "KMD parameter vram_fraction must be in (0, 1), not 2.0")])
 def test_a_rebind_with_a_bad_parameter_keeps_the_driver(kw, exc, message):
@@ -413,6 +415,40 @@ def test_bind_names_a_device_it_cannot_take(dev, said):
         kmd_model.bind(dev)
     assert str(e.value) == said
     assert kmd_model.bound() is before
+
+
+@pytest.mark.parametrize("params, said", [
+    ({"cap_sys_nice": True}, "bind: params is a KmdParams, not a dict: give its items as keywords, "
+                             "bind(dev, **params), or KmdParams(**params)"),
+    ("cs_check=False", "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), "
+                       "not 'cs_check=False'"),
+    ([8], "bind: params must be a KmdParams (or give keyword parameters: bind(dev, cs_check=False)), not list"),
+])
+def test_bind_names_parameters_it_cannot_take(params, said):
+    """`kmd_model.bind(RefModel(), {"cap_sys_nice": True})` (the parameters as a dict, in
+    bind's second place) was "AttributeError: 'dict' object has no attribute
+    'vram_fraction'" from inside the driver; the driver bound before stays bound."""
+    kmd_model.bind(RefModel())
+    before = kmd_model.bound()
+    with pytest.raises(TypeError) as e:
+        kmd_model.bind(RefModel(), params)
+    assert str(e.value) == said
+    assert kmd_model.bound() is before
+    assert kmd_model.bind(RefModel(), kmd_model.KmdParams(cap_sys_nice=True)).params.cap_sys_nice is True
+
+
+def test_a_bound_driver_shows_what_it_is_at_the_prompt():
+    """docs/tutorial.md's paste line, `kmd_model.bind(RefModel())`, typed at the interpreter's
+    prompt showed "<kmd_model.core.kmd.Kmd object at 0x7f...>"."""
+    import umd
+
+    kmd = kmd_model.bind(RefModel())
+    assert repr(kmd) == "<kmd_model.Kmd on model: 0 open files, 0 contexts>"
+    gpu = umd.open()
+    gpu.queue()
+    assert repr(kmd) == "<kmd_model.Kmd on model: 1 open file, 1 context>"
+    kmd_model.bind(RefModel())
+    assert repr(kmd).startswith("<kmd_model.Kmd on model (no longer bound): 0 open files")
 
 
 @pytest.mark.parametrize("burst", [1, 2, 3])

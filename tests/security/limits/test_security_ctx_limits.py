@@ -512,8 +512,9 @@ def test_a_client_opened_by_default_gets_no_high_priority():
         with pytest.raises(PermissionError) as ei:
             gpu.queue(priority="high")
         assert ei.value.errno == errno.EACCES and "\n" not in str(ei.value)
-        assert str(ei.value).startswith("[Errno 13] queue: priority='high' needs CAP_SYS_NICE")
-        assert str(ei.value).endswith("open_render_node(cap_sys_nice=True), or gpucosim run --kmd cap_sys_nice=1")
+        assert str(ei.value).startswith("queue: priority='high' needs CAP_SYS_NICE")
+        assert str(ei.value).endswith(
+            "umd.open(winsys=umd.winsys.Winsys(kmd_model.open_render_node(cap_sys_nice=True))))")
     finally:
         gpu.close()
     # opting in: a privileged file beside it (an app's Device over one), or a driver bound so
@@ -547,9 +548,10 @@ def test_an_unprivileged_umd_apps_high_queue_is_one_line_and_its_normal_queues_r
     with pytest.raises(PermissionError) as ei:
         gpu.queue(priority="high")
     assert str(ei.value) == (
-        "[Errno 13] queue: priority='high' needs CAP_SYS_NICE, which this client's render node lacks (CTX ALLOC: "
-        "priority HIGH needs CAP_SYS_NICE (amdgpu_ctx_priority_permit)): use 'normal', or open the device over "
-        "open_render_node(cap_sys_nice=True), or gpucosim run --kmd cap_sys_nice=1")
+        "queue: priority='high' needs CAP_SYS_NICE, which this client lacks (CTX ALLOC: EACCES): use "
+        "priority='normal', or give the client the right: gpucosim run APP --kmd cap_sys_nice=1 (in Python: "
+        "umd.open(winsys=umd.winsys.Winsys(kmd_model.open_render_node(cap_sys_nice=True))))")
+    assert ei.value.errno == errno.EACCES and isinstance(ei.value, umd.NotPermitted)
     buf = gpu.alloc(0x1000)
     for i, q in enumerate((gpu.queue(), gpu.queue(engine="copy"), gpu.queue(priority="low"))):
         q.fill(buf, 0, 0x1000, 0x5A5A_0000 + i)

@@ -115,12 +115,13 @@ def test_bad_log_environment_is_one_line_not_a_traceback():
 
 
 @pytest.mark.parametrize("value, says", [
-    ("vcs", "SIM='vcs': unknown simulator 'vcs'; choose from verilator, icarus"),
+    ("vcs", "SIM='vcs': unknown simulator 'vcs': choose verilator or icarus, or a comma list of them"),
     # (`SIM=,` ran the RTL's tests on no simulator and passed; `SIM=model` said "unknown
     # simulator", where `make sim SIM=model` runs the model; a simulator twice ran its tests twice)
-    (" , ", "SIM=',' names no simulator: choose from verilator, icarus, a comma list, or leave SIM unset for all"),
-    ("model", "SIM='model': 'model' is the reference model, not a simulator: choose one of verilator, icarus (tests "
-              "on the model run whichever is chosen)"),
+    (" , ", "SIM=',' names no simulator: choose verilator or icarus, or a comma list of them (or leave SIM unset "
+            "for all)"),
+    ("model", "SIM='model': 'model' is the reference model, not a simulator: choose verilator or icarus, or a comma "
+              "list of them (the model's tests run with either)"),
     ("verilator,verilator", "SIM='verilator,verilator': verilator is given twice")])
 def test_make_test_with_an_unknown_simulator_is_one_line(value, says):
     """`make test SIM=vcs`: one line naming the simulators, not a conftest traceback."""

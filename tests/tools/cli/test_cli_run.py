@@ -43,7 +43,7 @@ def test_run_errors(capsys, tmp_path):
     finally:
         os.chdir(cwd)
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "spice") == (
-        "gpucosim run: error: argument --sim: 'spice' is not a backend: choose verilator, icarus, model")
+        "gpucosim run: error: argument --sim: unknown simulator 'spice': choose verilator, icarus or model")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves") == (
         "gpucosim run: error: --waves needs a simulator: use --sim verilator or --sim icarus")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--waves-file", "w.fst") == (
@@ -122,8 +122,8 @@ def test_run_refuses_what_it_would_find_out_too_late(capsys, tmp_path, monkeypat
     monkeypatch.delenv("GPUCOSIM_LOG")
     monkeypatch.setenv("SIM", "spice")
     assert usage_error(capsys, "run", "examples/demo.py") == (
-        "gpucosim run: error: SIM=spice (from the environment) is not a backend: choose verilator, icarus, model, "
-        "or give --sim")
+        "gpucosim run: error: SIM='spice' (from the environment): unknown simulator 'spice': choose verilator, icarus "
+        "or model (or give --sim)")
     monkeypatch.delenv("SIM")
     monkeypatch.setenv("GPUCOSIM_BUILD", str(a_file))
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "verilator") == (
@@ -568,6 +568,9 @@ FUNC = "is not a function name (give module:function, one colon, a Python name a
     ("examples/hello.py:main", "'examples/hello.py:main' is not an app: a function is named after a module, not a "
                                "file: give examples.hello:main (from the folder the module is in), or "
                                "examples/hello.py for its main()"),
+    # (a path without its .py: "give APP.py, a module (examples.demo) or module:function", the file there)
+    ("examples/hello", "'examples/hello' is not an app: did you mean examples/hello.py?"),
+    ("examples/nosuch", "'examples/nosuch' is not an app: give APP.py, a module (examples.demo) or module:function"),
 ])
 def test_run_refuses_a_malformed_target_before_importing_it(target, says):
     """`examples.demo:` (nothing after the colon) ran main(); `examples.demo:1x` imported the

@@ -12,7 +12,7 @@ import pytest
 
 from gpucosim import cli
 from gpucosim.dump import format_dump
-from spec import pm4
+from spec import pm4, sdma
 
 from .cli_helpers import ROOT, usage_error
 
@@ -211,6 +211,10 @@ def test_disasm_errors(capsys, tmp_path):
         "gpucosim disasm: error: nothing to disassemble: give FILE, - for stdin, or --dwords HEX..."
     assert usage_error(capsys, "disasm", "nosuch.txt") == \
         "gpucosim disasm: error: cannot read nosuch.txt: No such file or directory"
+    # dwords typed without -x (as `gpucosim regs` takes its value): the file they are not is said, and -x
+    assert usage_error(capsys, "disasm", "c0033700", "0x100000", "0") == \
+        ("gpucosim disasm: error: cannot read c0033700: No such file or directory (dwords on the command line go "
+         "after -x: gpucosim disasm -x c0033700 ...)")
     bad = tmp_path / "bad.txt"
     bad.write_text("c0033700 zz\n")
     assert usage_error(capsys, "disasm", str(bad)) == f"gpucosim disasm: error: {bad}:1: 'zz' is not a hex dword"
@@ -240,6 +244,25 @@ def test_disasm_errors(capsys, tmp_path):
                             "dump 0 needs a name, an integer base and a list of 32-bit dwords")]:
         js.write_text('{"otherData": {"dumps": %s}}' % dumps)
         assert usage_error(capsys, "disasm", str(js)) == f"gpucosim disasm: error: {js}: {message}"
+
+
+def test_disasm_of_the_other_engines_packets_says_which_option_lists_them(capsys):
+    """SDMA dwords listed as PM4 were "BAD TYPE 0: not a type-3 header" on every line, PM4
+    given --sdma "UNKNOWN op=0x00": nothing said the dwords were the other engine's."""
+    words = [f"{w:x}" for w in sdma.write_linear(0x100000, [1, 2, 3])]
+    assert cli.main(["disasm", "-x", *words]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("BAD TYPE 0") == len(words)
+    assert out.err == "gpucosim disasm: no PM4 packet decodes, and as SDMA they are WRITE_LINEAR: give --sdma\n"
+    words = [f"{w:x}" for w in pm4.write_data(0x100000, [1]) + pm4.write_data(0x100004, [2])]
+    assert cli.main(["disasm", "--sdma", "-x", *words]) == 0
+    assert capsys.readouterr().err == ("gpucosim disasm: no SDMA packet decodes, and as PM4 they are WRITE_DATA, ...: "
+                                       "leave out --sdma\n")
+    for given in (["-x", "0", "0", "0"],  # zeros: SDMA NOPs, memory never written
+                  ["-x", *words],  # as given
+                  ["-x", "deadbeef"]):  # neither engine's
+        assert cli.main(["disasm", *given]) == 0
+        assert capsys.readouterr().err == ""
 
 
 def test_disasm_refuses_addresses_past_64_bits(capsys, tmp_path):

@@ -30,11 +30,11 @@ CASES = [
      "argument --multi-streams: must be at least 0, not -1"),
     (difftest_main, "python -m testbench.difftest", ["--seed", "abc"], "argument --seed: must be an integer (decimal or 0x hex), not 'abc'"),
     (difftest_main, "python -m testbench.difftest", ["--sim", ","],
-     "argument --sim: no simulator in ',' (verilator, icarus, model, or a comma list)"),
+     "argument --sim: ',' names no simulator: choose verilator, icarus or model, or a comma list of them"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model,model", "--streams", "4"],
      "argument --sim: model is given twice"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "verilator,spice", "--streams", "4"],
-     "argument --sim: unknown simulator 'spice': choose verilator, icarus, model, or a comma list"),
+     "argument --sim: unknown simulator 'spice': choose verilator, icarus or model, or a comma list of them"),
     (difftest_main, "python -m testbench.difftest", ["--sim", "model", "--json", "."],
      "argument --json: . is a directory (give the report's file name)"),
     # an empty report name (Path reads it as "."): "-o: . is a folder" or "--json  is a directory"
@@ -62,10 +62,9 @@ CASES = [
      "mmu-invalidate-ignored, mmu-huge-page-offset, mmu-range-unchecked; or baseline)"),
     # (argparse's own "invalid choice: 'spice' (choose from 'verilator', 'icarus')", worded unlike every other --sim)
     (driver_checks_main, "python -m tests.cosim.driver_checks", ["--sim", "spice"],
-     "argument --sim: unknown simulator 'spice': choose one of verilator, icarus"),
+     "argument --sim: unknown simulator 'spice': choose verilator or icarus"),
     (driver_checks_main, "python -m tests.cosim.driver_checks", ["--sim", "model"],
-     "argument --sim: 'model' is the reference model, not a simulator: choose one of verilator, icarus (tests on the "
-     "model run whichever is chosen)"),
+     "argument --sim: 'model' is the reference model, not a simulator: choose verilator or icarus"),
     (formal_main, "python -m formal", ["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
     (formal_main, "python -m formal", ["--jobs", "two"], "argument --jobs: must be an integer (decimal or 0x hex), not 'two'"),
 ]

@@ -127,16 +127,16 @@ def test_unknown_simulators_are_usage_errors(capsys):
             main([flag, "verilator,spice"])
         assert exc.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-            f"error: {flag}: 'spice' is not a simulator: choose verilator and/or icarus")
+            f"error: {flag}: unknown simulator 'spice': choose verilator or icarus, or a comma list of them")
 
 
 
 @pytest.mark.parametrize("given, says", [
-    ("", "'': name the simulators, verilator and/or icarus{}"),
-    ("verilator,", "'verilator,': name the simulators, verilator and/or icarus{}"),
-    (",icarus", "',icarus': name the simulators, verilator and/or icarus{}"),
-    ("verilator,verilator", "'verilator' is named twice"),
-    ("verilator,none", "'none' is not a simulator: choose verilator and/or icarus"),
+    ("", "'' names no simulator: choose verilator or icarus, or a comma list of them{}"),
+    ("verilator,", "'verilator,' has an empty name: choose verilator or icarus, or a comma list of them{}"),
+    (",icarus", "',icarus' has an empty name: choose verilator or icarus, or a comma list of them{}"),
+    ("verilator,verilator", "verilator is given twice"),
+    ("verilator,none", "unknown simulator 'none': choose verilator or icarus, or a comma list of them"),
 ])
 def test_a_list_of_simulators_that_names_none_or_one_twice_is_refused(capsys, given, says):
     """`--speed-sims ''` (SPEED_SIMS= given empty, a variable left unset) compared the model
@@ -149,7 +149,8 @@ def test_a_list_of_simulators_that_names_none_or_one_twice_is_refused(capsys, gi
         assert exc.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"error: {flag}: {says.format(none)}")
     assert model_speed.parse_sims("none", none_ok=True) == ([], None)
-    assert model_speed.parse_sims("none", none_ok=False)[1] == "'none' is not a simulator: choose verilator and/or icarus"
+    assert model_speed.parse_sims("none", none_ok=False)[1] == ("unknown simulator 'none': choose verilator or icarus, "
+                                                                "or a comma list of them")
 
 
 @pytest.mark.parametrize("output, says", [

@@ -22,6 +22,8 @@ from kmd_model.uapi import CtxArgs, CtxOp, CtxQueryFlags, HwErrorInfo, Request
 from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
+from ..handles import named as _named
+
 
 def _gpu(params: KmdParams | None = None, **kw):
     kmd_model.bind(RefModel(), params)
@@ -486,16 +488,16 @@ def test_a_buffer_of_a_closed_device_says_so():
     buf = gpu.alloc(64)
     view = buf.u32
     gpu.close()
-    with pytest.raises(ValueError, match=re.escape(f"a view of {buf!r} (Buffer.map, Buffer.u32) used after the buffer "
+    with pytest.raises(ValueError, match=re.escape(f"a view of {_named(buf)} (Buffer.map, Buffer.u32) used after the buffer "
                                                    "was freed (its device was closed: Device.close): ")):
         view[0]
-    _raises(ValueError, f"map: {buf!r} was freed (its device was closed: Device.close)", buf.map)
+    _raises(ValueError, f"map: {_named(buf)} was freed (its device was closed: Device.close)", buf.map)
     gpu = _gpu()
     buf = gpu.alloc(64)
     buf.free()
-    _raises(ValueError, f"map: {buf!r} was freed (Buffer.free)", buf.map)
+    _raises(ValueError, f"map: {_named(buf)} was freed (Buffer.free)", buf.map)
     # (u32 said "map: ...", a call the app did not make)
-    _raises(ValueError, f"u32: {buf!r} was freed (Buffer.free)", lambda: buf.u32)
+    _raises(ValueError, f"u32: {_named(buf)} was freed (Buffer.free)", lambda: buf.u32)
     gpu.close()
 
 

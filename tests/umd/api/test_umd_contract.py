@@ -21,6 +21,7 @@ from umd.winsys.cmdbuf import Label
 from tests.kmd.test_kmd_ioctl import Client
 from tests.security.security_helpers import Holder, LoopingCpModel
 from tests.umd.drive import run_device
+from tests.umd.handles import named as _named
 
 
 def _gpu(dev=None, pools: bool = True, **kw):
@@ -120,16 +121,16 @@ def test_argument_errors():
                                  ("upload", "dst", q.upload, (other, 0, b"abcd")),
                                  ("download", "src", q.download, (other, 0x200, 4)),
                                  ("wait_mem", "buf", q.wait_mem, (other, 0, 0))):
-        _raises(ValueError, f"{call}: {name} {other!r} was freed (Buffer.free)", fn, *args)
+        _raises(ValueError, f"{call}: {name} {_named(other)} was freed (Buffer.free)", fn, *args)
     mine = gpu.alloc(0x100)
     gpu.close()
     # freed by its device's close, given to another device: freed, not "another device's"
     kmd_model.bind(RefModel())
     with umd.open() as gpu2:
-        _raises(ValueError, f"write: buf {mine!r} was freed (its device was closed: Device.close)",
+        _raises(ValueError, f"write: buf {_named(mine)} was freed (its device was closed: Device.close)",
                 gpu2.queue().write, mine, 0, 1)
         # freed by Buffer.free before its device closed: still Buffer.free
-        _raises(ValueError, f"map: {other!r} was freed (Buffer.free)", other.map)
+        _raises(ValueError, f"map: {_named(other)} was freed (Buffer.free)", other.map)
 
 
 def test_each_packet_remembers_its_call():

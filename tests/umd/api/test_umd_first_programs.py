@@ -17,6 +17,8 @@ import kmd_model
 import umd
 from testbench.refmodel import RefModel
 
+from ..handles import named as _named
+
 
 def _gpu(**kw):
     kmd_model.bind(RefModel(**kw))
@@ -36,7 +38,8 @@ def test_argument_mistakes_name_the_entry_point():
     q, buf = gpu.queue(), gpu.alloc(64)
     _raises(TypeError, "Queue.write() got an unexpected keyword argument 'value' (Queue.write() takes buf, offset, "
             "data)", q.write, buf, offset=0, value=1)
-    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", q.write, buf, 0)
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data': Queue.write(buf, offset, data)",
+            q.write, buf, 0)
     _raises(TypeError, "Queue.finish() got an unexpected keyword argument 'timeout_cycles': did you mean timeout=? "
             "(Queue.finish() takes timeout)", q.finish, timeout_cycles=10)
     _raises(TypeError, "Queue.download() got an unexpected keyword argument 'out' (Queue.download() takes src, "
@@ -67,7 +70,8 @@ def test_argument_mistakes_name_the_entry_point():
             "takes size, domain, alignment, zero)", gpu.alloc, 64, dom="vram")
     assert q.write.__name__ == "write" and q.write.__qualname__ == "Queue.write"
     v1 = umd.open(api_version=1).queue()  # version 1's write is another function, named the same
-    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data'", v1.write, buf, 0)
+    _raises(TypeError, "Queue.write() missing 1 required positional argument: 'data': Queue.write(buf, offset, data)",
+            v1.write, buf, 0)
     # the keywords a docstring names work as keywords
     q.write(buf=buf, offset=0, data=[1, 2])
     q.fill(buf=buf, offset=8, size=8, value=3)
@@ -308,10 +312,13 @@ def test_gfx_queue_after_its_gpu_error():
 def test_open_before_a_device_is_bound():
     """umd.open() at the top of an app file with a main() runs when `gpucosim run` imports
     it, before the device is up; a script run by python must bind one: one line saying so
-    (it was the KMD's KmdError, 'call kmd_model.bind')."""
+    (it was the KMD's KmdError, 'call kmd_model.bind'), whose RefModel it says where to import
+    from (a newcomer's `kmd_model.bind(RefModel())` was a NameError)."""
     kmd_model.unbind()
     with pytest.raises(umd.UmdError, match=r"^open: no GPU is bound yet: an app with a main\(\) run by `gpucosim "
-                       r"run` opens it in main\(\) .* kmd_model.bind\(RefModel\(\)\) \(docs/tutorial.md\)$"):
+                       r"run` opens it in main\(\) .* a script run by python binds one first: import kmd_model; "
+                       r"from testbench.refmodel import RefModel; kmd_model.bind\(RefModel\(\)\) "
+                       r"\(docs/tutorial.md\)$"):
         umd.open()
 
 
@@ -579,7 +586,7 @@ def test_a_write_too_large_for_its_buffer_is_refused_by_its_size():
             "queue with a larger ib_size_dw", q.emit_raw, _UntouchableList([0] * 10**6))
     _raises(ValueError, "write: offset must be a non-negative multiple of 4, not 2", q.write, buf, 2, big)
     buf.free()
-    _raises(ValueError, f"write: buf {buf!r} was freed (Buffer.free)", q.write, buf, 0, big)
+    _raises(ValueError, f"write: buf {_named(buf)} was freed (Buffer.free)", q.write, buf, 0, big)
     q.write(gpu.alloc(64), 0, list(range(16)))  # (what fits is written as before)
     assert q.calls == 1
     gpu.close()
@@ -787,6 +794,7 @@ def test_a_device_whose_driver_was_reloaded(how):
     kmd_model.bind(RefModel())
     gpu = umd.open()
     q, buf = gpu.queue(), gpu.alloc(64)
+    named = repr(q)  # (as the messages name it: its repr once lost ends "lost>")
     q.write(buf, 0, 1)
     ev = q.signal()
     q.finish()
@@ -799,7 +807,7 @@ def test_a_device_whose_driver_was_reloaded(how):
     # a view taken before: kmd_model's own MappingRevoked ("BO fd3:1 ... was closed (its file
     # was closed)"), a class no UMD document names; map() handed the dead view out again
     for use in (lambda: view[0], lambda: words.__setitem__(0, 5), lambda: words[2:].tolist(), view.copy):
-        _raises(umd.DeviceLost, f"a view of {buf!r} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
+        _raises(umd.DeviceLost, f"a view of {_named(buf)} (Buffer.map, Buffer.u32): {LOST}: nothing of this Device runs "
                 "any more: open a new Device (umd.open())", use)
     _raises(umd.DeviceLost, f"u32: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
             lambda: buf.u32)
@@ -808,7 +816,8 @@ def test_a_device_whose_driver_was_reloaded(how):
                      ("wait", ev.wait), ("signalled", ev.signalled), ("map", buf.map)]:
         _raises(umd.DeviceLost, f"{call}: {LOST}: nothing of this Device runs any more: open a new Device (umd.open())",
                 fn)
-    _raises(umd.DeviceLost, f"close: {q!r}: 1 command recorded and never submitted did not run: {LOST}", gpu.close)
+    assert repr(q) == named[:-1] + " lost>"
+    _raises(umd.DeviceLost, f"close: {named}: 1 command recorded and never submitted did not run: {LOST}", gpu.close)
     assert gpu.closed and q.closed and buf.freed
     gpu.close()  # (closed: nothing more to say)
     _raises(ValueError, "write: the queue is closed (its device was closed: Device.close closes its queues)",

@@ -14,6 +14,8 @@ import umd
 from spec import pm4
 from testbench.refmodel import RefModel
 
+from ..handles import named as _named
+
 
 def _gpu(**kw):
     kmd_model.bind(RefModel(), **kw)
@@ -101,7 +103,7 @@ def test_a_view_used_after_free_names_the_free(pools):
     v[0] = 7
     kept = v.copy()
     buf.free()
-    said = (f"a view of {buf!r} (Buffer.map, Buffer.u32) used after the buffer was freed (Buffer.free): its memory "
+    said = (f"a view of {_named(buf)} (Buffer.map, Buffer.u32) used after the buffer was freed (Buffer.free): its memory "
             "may be another buffer's now: copy what you need (view.copy()) before freeing it")
     for use in (lambda: v[0], lambda: v.__setitem__(0, 1), lambda: v.sum(), lambda: u[0], lambda: part[0],
                 lambda: int(u[1:2].max())):
@@ -110,7 +112,7 @@ def test_a_view_used_after_free_names_the_free(pools):
     other = gpu.alloc(4096, "vram")
     w = other.map()
     gpu.close()
-    _raises(ValueError, f"a view of {other!r} (Buffer.map, Buffer.u32) used after the buffer was freed (its device "
+    _raises(ValueError, f"a view of {_named(other)} (Buffer.map, Buffer.u32) used after the buffer was freed (its device "
             "was closed: Device.close): its memory may be another buffer's now: copy what you need (view.copy()) "
             "before freeing it", lambda: w[0])
 

@@ -92,9 +92,11 @@ def check_argument_errors(dev):
         (ValueError, "wait_mem: compare must be one of always, <, <=, ==, !=, >=, >, not '=>'",
          q.wait_mem, buf, 0, 1, ), 
         (ValueError, "queue: flush_threshold must be >= 1, not 0", gpu.queue),
-        (ValueError, "open: API version 4 is not supported (this UMD serves 1, 2, 3)", umd.open, 4),
-        (ValueError, "open: API version 2.0 is not supported (this UMD serves 1, 2, 3)", umd.open, 2.0),
-        (ValueError, "open: API version True is not supported (this UMD serves 1, 2, 3)", umd.open, True),
+        (ValueError, "open: api_version 4 is not a version this UMD serves: 1, 2 or 3 (leave it out for the newest, 3)",
+         umd.open, 4),
+        (TypeError, "open: api_version must be an int: 1, 2 or 3 (leave it out for the newest, 3), not 2.0", umd.open, 2.0),
+        (TypeError, "open: api_version must be an int: 1, 2 or 3 (leave it out for the newest, 3), not True",
+         umd.open, True),
     ]
     cases[8] = (ValueError, cases[8][1], lambda: q.wait_mem(buf, 0, 1, compare="=>"))
     cases[9] = (ValueError, cases[9][1], lambda: gpu.queue(flush_threshold=0))
