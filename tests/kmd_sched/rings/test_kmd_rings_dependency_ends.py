@@ -72,3 +72,34 @@ def test_a_banned_files_job_held_on_a_running_dependency_is_cancelled_with_the_b
     run_job = h.f.contexts[other].jobs[run]
     assert not run_job.finished and bo.u32[0x40] == 0 and bo.u32[0x41] == 0  # (its dependency still runs)
     assert not any(s.has_queued() for s in kmd.scheds)
+
+
+def test_jobs_ending_in_one_pass_past_its_share_of_wakes_tell_their_dependents_later(monkeypatch):
+    """Three gfx jobs end in one pass (released together): the first has two dependents, the
+    second one, the third none; the pass's share of wakes (WAKES_PER_PASS, 1 here) runs out at
+    the first one's first dependent. The others are told in the passes after it, none past the
+    share, and every dependent runs once, after its dependency, with its own result."""
+    from kmd_model.core.kmd import Kmd
+    monkeypatch.setattr(Kmd, "WAKES_PER_PASS", 1)
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    c = Client()
+    bo, copy = c.bo(), c.bo()
+    x = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ") + pm4.write_data(bo.addr + 0x100, [1])))
+    y = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x104, [2]), 0x400))
+    z = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x108, [3]), 0x600))
+    deps = [(x, 0x11), (x, 0x12), (y, 0x13)]
+    held = []
+    for i, (on, v) in enumerate(deps):
+        k = new_ctx(c)
+        held.append((k, c.submit(CsChunkDep(HwIp.GFX, 0, c.ctx, on),
+                                 sdma_ib(copy, sdma.write_linear(copy.addr + 0x800 + 4 * i, [v]), 0x100 * i), ctx=k)))
+    told = []
+    real = Kmd.wake_dependents
+    monkeypatch.setattr(Kmd, "wake_dependents", lambda self: told.append(self.wakes_left) or real(self))
+    bo.u32[0x200] = 1
+    assert c.wait(z) and c.wait(x) and c.wait(y) and list(bo.u32[0x40:0x43]) == [1, 2, 3]
+    for k, s in held:
+        assert c.wait(s, ctx=k)
+    assert list(copy.u32[0x200:0x203]) == [0x11, 0x12, 0x13]
+    assert min(told) >= 0, told  # (no pass told more than its share)
+    assert not kmd.waking and not kmd.cancels_due()
