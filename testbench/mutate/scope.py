@@ -124,6 +124,8 @@ TESTS = (
     "tests/kmd_sched/rings/test_kmd_rings_fences.py",
     "tests/kmd_sched/rings/test_kmd_rings_errors.py",
     "tests/kmd_sched/rings/test_kmd_rings_entities.py",
+    # a job cancelled once one of its dependencies fails, a banned file's held job cancelled at once
+    "tests/kmd_sched/rings/test_kmd_rings_dependency_ends.py",
     "tests/kmd_sched/rings/test_kmd_rings_vmids.py",
     "tests/kmd/test_kmd_ioctl_edges.py",
     "tests/kmd/uapi/test_kmd_uapi_contract.py",
