@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kmd_model import regs, uapi
 from kmd_model.uapi import CsChunkIb, CtxOp, HwIp, Request
-from spec import sdma
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
@@ -21,6 +21,15 @@ def sdma_ib(bo, words, offset=0) -> CsChunkIb:
     w = list(words) + sdma.pad(-len(words) % 8)
     bo.u32[offset // 4: offset // 4 + len(w)] = w
     return CsChunkIb(len(w), handle=bo.handle, offset=offset, ip_type=DMA)
+
+
+def held_by_a_hung_gfx_job(h: Client):
+    """h's gfx job holding the CP in a WAIT_REG_MEM until `flag`'s first dword is 1, and an SDMA
+    job to queue behind it (writing 7 at `copy`'s dword 0x200): (flag, the gfx job's seq, the
+    SDMA job's IB chunk, copy). For the tests of thousands of jobs depending on one."""
+    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
+    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
+    return flag, root, sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7])), copy
 
 
 def query(c: Client, ctx: int | None = None) -> uapi.CtxOut:

@@ -171,12 +171,10 @@ def _scheduler_steps_of_a_cs(ndeps: int, contexts: int = 40) -> tuple[int, list]
     chunks on its gfx job that holds the CP; then the hold ends and everything runs. Returns
     the count and the hostile jobs' WAIT_CS answers."""
     from kmd_model.uapi import CsArgs, WaitCsArgs
-    from .sched_helpers import sdma_ib
+    from .sched_helpers import held_by_a_hung_gfx_job, sdma_ib
     kmd_model.bind(RefModel(), job_timeout=1 << 40)
     h, inn = Client(), Client()
-    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
-    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
-    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    flag, root, job, copy = held_by_a_hung_gfx_job(h)
     held = []
     for _ in range(contexts):
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id

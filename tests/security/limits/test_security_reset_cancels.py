@@ -35,7 +35,7 @@ from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
-from tests.kmd_sched.sched_helpers import sdma_ib
+from tests.kmd_sched.sched_helpers import held_by_a_hung_gfx_job, sdma_ib
 
 
 class _Info(threading.Thread):
@@ -50,6 +50,15 @@ class _Info(threading.Thread):
         self.out.append(self.v.io(Request.INFO, uapi.InfoArgs(InfoQuery.DEV_INFO)))
 
 
+def _until_it_waits_for_the_lock(kmd) -> None:
+    """Until another thread waits for the driver's lock, which this thread holds (5 s at most)."""
+    for _ in range(5000):
+        if kmd.lock.waiters:
+            break
+        time.sleep(0.001)
+    assert kmd.lock.waiters
+
+
 def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chains: bool = False,
                            ban: bool = False) -> dict:
     """A client's gfx job hangs (a WAIT_REG_MEM nobody releases), and `contexts` contexts of
@@ -62,9 +71,7 @@ def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chai
     the order they were made in, every dependent's WAIT_CS answer and the device's clock."""
     kmd = kmd_model.bind(RefModel(), job_timeout=100_000, file_ban_after_hangs=1 if ban else 8)
     h, v = Client(), Client()
-    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
-    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
-    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    flag, root, job, copy = held_by_a_hung_gfx_job(h)
     held = []
     for i in range(contexts):
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
@@ -82,11 +89,7 @@ def _reset_with_dependents(monkeypatch, contexts: int, info_at: tuple = (), chai
             t = _Info(v)
             probes.append({"entries": kmd.lock.entries, "waited": 0, "thread": t})
             t.start()
-            for _ in range(5000):  # (until it waits for the lock this thread holds)
-                if kmd.lock.waiters:
-                    break
-                time.sleep(0.001)
-            assert kmd.lock.waiters
+            _until_it_waits_for_the_lock(kmd)
         order.append((j.ctx.id, j.seq))
         return real(self, j, error)
     monkeypatch.setattr(Scheduler, "cancel_job", cancel_job)
@@ -198,9 +201,7 @@ def _told_before_another_ioctl(monkeypatch, contexts: int) -> int:
     from kmd_model.sched.scheduler import Job
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
     h = Client()
-    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
-    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
-    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    flag, root, job, copy = held_by_a_hung_gfx_job(h)
     held = []
     for _ in range(contexts):
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
@@ -219,11 +220,7 @@ def _told_before_another_ioctl(monkeypatch, contexts: int) -> int:
     def ended(self):
         if self is root_job:
             other.start()
-            for _ in range(5000):  # (until it waits for the lock this thread holds)
-                if kmd.lock.waiters:
-                    break
-                time.sleep(0.001)
-            assert kmd.lock.waiters
+            _until_it_waits_for_the_lock(kmd)
         return real(self)
     monkeypatch.setattr(Job, "ended", ended)
     flag.u32[0] = 1
@@ -259,9 +256,7 @@ def test_time_a_client_lets_pass_finishes_the_cancellations_as_a_wait_does(monke
     real = Scheduler.cancel_job
     monkeypatch.setattr(Scheduler, "cancel_job", lambda self, j, e: at.append(kmd.dev.now()) or real(self, j, e))
     h = Client()
-    ib, flag, copy = h.bo(0x1000), h.bo(0x1000), h.bo(0x1000)
-    root = h.submit(h.ib(ib, pm4.wait_reg_mem(flag.addr, 1, 1, "EQ")))
-    job = sdma_ib(copy, sdma.write_linear(copy.addr + 0x800, [7]))
+    flag, root, job, copy = held_by_a_hung_gfx_job(h)
     n = 4 * Scheduler.CANCELS_PER_PASS
     for _ in range(n // kmd.params.sched_jobs):
         c = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
