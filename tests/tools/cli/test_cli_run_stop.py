@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .cli_helpers import ROOT, gpucosim, usage_error
+from .cli_helpers import ROOT, dies_with_the_test, gpucosim, processes_with, usage_error
 
 # a little GPU work, so the timeline and the figures have something in them, then a spin
 WORK = ("import umd\n"
@@ -91,7 +91,7 @@ def _stop(backend: str, tmp_path, how: str, body: str = SPIN, sig: int = signal.
     p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--trace", str(trace),
                           "--stats-json", str(stats)], cwd=ROOT, env=e, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=dies_with_the_test(sigint=True))
     try:
         assert p.stdout.readline().strip() == "running"
         time.sleep(0.3)
@@ -191,7 +191,7 @@ def test_a_stop_the_app_swallows_on_a_simulator_is_said_once(tmp_path, how, sig)
         e.pop("GPUCOSIM_LOG", None)
         p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator"], cwd=ROOT,
                              env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=dies_with_the_test())
         try:
             assert p.stdout.readline().strip() == "running"
             kids = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
@@ -244,7 +244,7 @@ def test_stats_prints_the_exit_report_of_a_stopped_run(tmp_path, how):
         p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats",
                               "--trace", str(trace)], cwd=ROOT, env=dict(os.environ, GPUCOSIM_PROGRESS="0"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                             preexec_fn=dies_with_the_test(sigint=True))
         try:
             assert p.stdout.readline().strip() == "running"
             os.killpg(p.pid, signal.SIGINT)
@@ -434,7 +434,7 @@ def test_sigterm_and_sighup_stop_the_run_as_ctrl_c_does(tmp_path, backend, how, 
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
     assert json.loads(stats.read_text())["exit_code"] == 128 + sig
     if backend != "model":  # (no simulator left behind: the app's path is in its environment)
-        assert _gone(str(tmp_path).encode(), within=0.5), _processes_with(str(tmp_path).encode())
+        assert _gone(str(tmp_path).encode(), within=0.5), processes_with(str(tmp_path).encode())
 
 
 def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path):
@@ -450,7 +450,7 @@ def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path)
     e.pop("GPUCOSIM_LOG", None)
     argv = [sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats-json", str(stats)]
     p = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         start_new_session=True, preexec_fn=dies_with_the_test(sigint=True))
     try:
         assert p.stdout.readline().strip() == "running"
         time.sleep(0.5)  # (the child is running its loop)
@@ -460,40 +460,23 @@ def test_ctrl_c_to_the_group_leaves_no_traceback_of_the_apps_processes(tmp_path)
         assert "Traceback" not in err and "Process Process-" not in err, err
         assert err.splitlines()[-1] == "gpucosim: interrupted", err
         assert json.loads(stats.read_text())["exit_code"] == 130
-        assert _gone(str(app).encode(), within=0.3), _processes_with(str(app).encode())
+        assert _gone(str(app).encode(), within=0.3), processes_with(str(app).encode())
     finally:
         p.kill()
-        for pid in _processes_with(str(app).encode()):
+        for pid in processes_with(str(app).encode()):
             os.kill(pid, signal.SIGKILL)
 
 
 def _gone(text: bytes, within: float) -> bool:
-    """Whether no process holds `text` (`_processes_with`) at some moment in the next `within`
+    """Whether no process holds `text` (`processes_with`) at some moment in the next `within`
     seconds: the same bound as a sleep of `within` and one look, without waiting the whole
     of it when they are gone at once (every stop test's run looked only after its sleep)."""
     deadline = time.monotonic() + within
-    while _processes_with(text):
+    while processes_with(text):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
     return True
-
-
-def _processes_with(text: bytes) -> list[int]:
-    """The processes whose command line or environment holds `text` (a simulator has the
-    app's path in its environment, the model's process and its forks in their arguments)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != os.getpid():
-            for part in ("cmdline", "environ"):
-                try:
-                    with open(f"/proc/{d}/{part}", "rb") as f:
-                        if text in f.read():
-                            found.append(int(d))
-                            break
-                except OSError:
-                    pass
-    return found
 
 
 @pytest.mark.xdist_group("demo_rtl")
@@ -509,18 +492,18 @@ def test_the_simulator_stops_when_the_launcher_is_killed(tmp_path):
     e.pop("GPUCOSIM_LOG", None)
     p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator", "--trace",
                           str(trace)], cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=dies_with_the_test())
     try:
         assert p.stdout.readline().strip() == "running"
         p.kill()
         p.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while _processes_with(str(app).encode()) and time.monotonic() < deadline:
+        while processes_with(str(app).encode()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _processes_with(str(app).encode())
+        assert not processes_with(str(app).encode())
         assert any(ev["ph"] == "X" for ev in json.loads(trace.read_text())["traceEvents"])
     finally:
-        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+        for pid in processes_with(str(app).encode()):  # (what a failure left: this test's own)
             os.kill(pid, signal.SIGKILL)
 
 
@@ -576,7 +559,7 @@ def test_a_stopped_model_run_does_not_wait_for_what_the_app_left_running(tmp_pat
     argv = [sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "model", "--stats-json", str(stats)]
     p = subprocess.Popen(argv + (["--timeout", "1"] if how == "timeout" else []), cwd=ROOT, env=e,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                         preexec_fn=dies_with_the_test(sigint=True))
     try:
         assert p.stdout.readline().strip() == "running"
         if how == "sigint":
@@ -586,8 +569,8 @@ def test_a_stopped_model_run_does_not_wait_for_what_the_app_left_running(tmp_pat
         code = 124 if how == "timeout" else 130
         assert p.returncode == code and "Traceback" not in err, err
         assert json.loads(stats.read_text())["exit_code"] == code
-        assert _gone(str(app).encode(), within=0.3), _processes_with(str(app).encode())
+        assert _gone(str(app).encode(), within=0.3), processes_with(str(app).encode())
     finally:
         p.kill()
-        for pid in _processes_with(str(app).encode()):  # (what a failure left: this test's own)
+        for pid in processes_with(str(app).encode()):  # (what a failure left: this test's own)
             os.kill(pid, signal.SIGKILL)
