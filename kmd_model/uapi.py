@@ -438,7 +438,7 @@ class HwErrorInfo:
     addr: int  # CP_ERROR_ADDR
     seq: int  # seqno of the guilty job
     ctx_id: int  # the guilty job's context
-    message: str  # "illegal opcode 0x7b at IB1+0x40 (0x201040), context 3"
+    message: str  # "illegal opcode 0x7b at IB+0x40 (0x201040), context 3" (ring+, IB+, IB2+ by level)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ TESTS = (
     "tests/kmd/uapi/test_kmd_uapi_bounds.py",
     "tests/kmd/uapi/test_kmd_uapi_names.py",
     "tests/kmd/uapi/test_kmd_uapi_cs_order.py",
-    "tests/kmd/uapi/test_kmd_uapi_vm_fault_info.py",
+    "tests/kmd/uapi/test_kmd_uapi_error_info.py",
     "tests/kmd/uapi/test_kmd_uapi_ignored_fields.py",
     "tests/security/memory/test_vm_isolation.py",
     "tests/kmd_sched/test_kmd_hostile.py",
