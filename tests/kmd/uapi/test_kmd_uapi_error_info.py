@@ -72,3 +72,30 @@ def test_a_cp_errors_hw_error_info_field_by_field():
                             message=f"illegal opcode 0x7b at IB+0x40 ({va + 0x140:#x}), context {ctx}")
     assert e.info == want and e.message == f"WAIT_CS: {want.message}"
     assert u.wait(ctx, ok) and bad == ok + 1
+
+
+def test_a_refused_packets_packet_at_names_it_and_the_calls_that_ran_its_ib():
+    """PacketAt, a checker refusal's KmdError.info: the packet's address as the client's IB
+    holds it, and `via` the INDIRECT_BUFFER packets that called its IB, outermost first:
+    empty for a packet of an IB chunk and for one of an IB the chunk chains to (CHAIN), the
+    calling packet's address for one in an IB2. The message names the packet's address too."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    hole = u.va + 0x10_0000  # mapped by nothing: a write there is refused
+    bad = pm4.write_data(hole, [1])
+    u32[0x400 // 4:0x420 // 4] = pm4.pad(2) + bad + pm4.pad(6 - len(bad))  # an IB2, its packet at +0x8
+    u32[0xC00 // 4:0xC20 // 4] = bad + pm4.pad(8 - len(bad))  # an IB chained to
+    first = pm4.write_data(va + 0x2000, [1])
+    call = pm4.indirect_buffer(va + 0x400, 8)
+    cases = [
+        (ib(u32, first + call, handle=h), uapi.PacketAt(va + 0x408, (va + 4 * len(first),))),
+        (ib(u32, bad, offset=0x600, handle=h), uapi.PacketAt(va + 0x600, ())),
+        (ib(u32, pm4.indirect_buffer(va + 0xC00, 8, chain=1), offset=0x800, handle=h), uapi.PacketAt(va + 0xC00, ())),
+    ]
+    for chunk, at in cases:
+        e = refused(errno.EINVAL, "CS", u.cs, ctx, chunk)
+        assert e.info == at, (e, e.info)
+        assert f"({at.addr:#x}) writes [{hole:#x}, {hole + 4:#x}), outside every mapping" in e.message, e.message
+    assert u.wait(ctx, u.cs(ctx, ib(u32, first, offset=0x1000, handle=h)))  # none took a seqno: 1
