@@ -101,7 +101,8 @@ at most DEV_INFO.max_ib_chunks IB chunks of DEV_INFO.max_ib_dw dwords each, one 
 chunk and DEV_INFO.max_dep_chunks dependency chunks (EINVAL past any); a GFX job runs at
 most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, the CS
 checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
-default): a CS past them waits for the context's oldest job there. Time (KmdParams, the
+default): a CS past them waits for the context's oldest job there (CsArgs), once it has
+been found good. Time (KmdParams, the
 module parameters, at their defaults): the job timer resets a job that makes no progress
 for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts (256) of
 them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs
@@ -114,7 +115,13 @@ new one is the first id after the last one the file handed out (of that kind) th
 file does not hold now, going on from 1 after 0x7FFFFFFF (idr_alloc_cyclic): one closed or
 freed comes back only once the ids have wrapped round to it (a stale one is unknown until
 then, not a new object), and a live one never does. amdgpu's idr_alloc hands out the lowest free one (so a closed handle
-at once), its context ids below 4,096.
+at once), its context ids below 4,096. A refusal names a handle or context id its call gave
+as given; a BO or context that messages name on their own (the mapping in a GEM_VA's way,
+a revoked CPU mapping's or an mmap the OS refused's BO; the context of a job that failed,
+timed out or was cancelled, in errors and in the log) is "fd3:2" (the file's fd, the BO's
+handle) or "context 3", and "fd3:2#n" or "context 3#n" when it was handed out after the
+file's ids of its kind had wrapped n - 1 times: a closed BO that jobs still hold, or a
+freed context whose jobs still run, is never taken for a new one holding its id.
 """
 
 from __future__ import annotations
@@ -431,7 +438,7 @@ class HwErrorInfo:
     addr: int  # CP_ERROR_ADDR
     seq: int  # seqno of the guilty job
     ctx_id: int  # the guilty job's context
-    message: str  # "illegal opcode 0x7b at IB1+0x40 (0x201040), context 3"
+    message: str  # "illegal opcode 0x7b at IB+0x40 (0x201040), context 3" (ring+, IB+, IB2+ by level)
 
 
 @dataclass(frozen=True)
@@ -519,7 +526,13 @@ class CsArgs:
     """One submission (drm_amdgpu_cs): a job of context `ctx_id` running its IB chunks in
     order, after the jobs its dependency chunks name, writing its fence chunk's user fence.
     A context has at most 32 unfinished jobs on one ring: a CS past them waits for the
-    context's oldest job there (amdgpu_ctx_wait_prev_fence)."""
+    context's oldest job there (amdgpu_ctx_wait_prev_fence). It waits last, as
+    amdgpu_cs_ioctl does (amdgpu_cs_pass1 and pass2, amdgpu_cs_patch_ibs, then
+    amdgpu_cs_sync_rings): a CS refused for its context (guilty, banned), its chunks, its
+    dependencies, its ring space or the checker's verdict on its IBs (E2BIG too) is refused
+    at once, with no wait; only then does it wait for that slot, and then for room in the
+    shadow pool. A wait lets other ioctls run, so the CS then looks at everything again
+    (a reset may have made the context guilty, a GEM_VA changed what its IBs reach)."""
 
     ctx_id: int  # the context submitting (the file's own)
     chunks: list = field(default_factory=list)  # CsChunkIb (at least one), CsChunkDep, CsChunkFence

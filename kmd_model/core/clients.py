@@ -22,7 +22,7 @@ from ..mm.vm import HUGE, Vm
 from ..sched.scheduler import Job
 from ..uapi import KmdError
 from .ctx import Context
-from .file import ID_MAX, File, next_id
+from .file import File
 from .lock import kernel_stack
 
 log = get_logger("kmd")
@@ -66,8 +66,9 @@ class ClientsMixin:
         # of other clients, and another file's id names nothing here. Unlike idr_alloc, a
         # freed id is not handed out again until the ids wrap (idr_alloc_cyclic: file.next_id):
         # a stale id is EINVAL, not a new context
-        ctx = Context(next_id(file.contexts, file.next_ctx_id), file, self.params.initial_seq, priority)
-        file.next_ctx_id = ctx.id % ID_MAX + 1
+        ctx_id, name = file.new_ctx_id()
+        ctx = Context(ctx_id, file, self.params.initial_seq, priority)
+        ctx.name = name  # (what messages call it: "3", or "3#2" once the ids have wrapped)
         self.contexts[file.fd, ctx.id] = ctx
         file.contexts[ctx.id] = ctx
         return ctx
@@ -246,6 +247,14 @@ class ClientsMixin:
             return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
         return read
 
+    def shadow_too_big(self, job: CheckedJob) -> None:
+        """E2BIG for a job whose checked copies take more than the whole shadow pool: no wait
+        makes room for it (a CS refuses it before waiting for anything: ioctl/cs.py)."""
+        n = job.shadow_bytes
+        if n > self.shadow.size:
+            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
+                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
+
     def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None) -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
@@ -264,10 +273,8 @@ class ClientsMixin:
         Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
         much of the pool was free and how many jobs were in flight, every client's, which
         no file without CAP_PERFMON may count (INFO COUNTERS)."""
+        self.shadow_too_big(job)
         n = job.shadow_bytes
-        if n > self.shadow.size:
-            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
-                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
         pool, window = self.shadow, 2 * self.params.job_timeout
         addr = pool.alloc(n, wait.ticket)
         if addr is not None:

@@ -74,6 +74,9 @@ class Kept:
 class Context:
     def __init__(self, ctx_id: int, file: "File", initial_seq: int, priority: int):
         self.id = ctx_id
+        # what messages call it: its id, "3#2" once the file's ids have wrapped (File.new_ctx_id),
+        # as a freed context's jobs run on while a new one may hold its id
+        self.name = str(ctx_id)
         self.file = file
         self.last_seq = (initial_seq - 1) & SEQ_MASK  # last seqno handed out
         self.jobs: dict[int, "Job"] = {}  # seqno -> job not finished yet

@@ -40,6 +40,14 @@ def next_id(used: dict, start: int) -> int:
     return i
 
 
+def lap_name(ident: str, lap: int) -> str:
+    """How messages name an object given id `ident` in the ids' round `lap` (1: before any
+    wrap): the id alone in the first round, `ident#lap` after. Ids wrap (next_id), so a
+    closed BO jobs still hold and a new one can share a handle (a freed context's running
+    jobs and a new context their id): (round, id) is one object, as ids only grow in a round."""
+    return ident if lap == 1 else f"{ident}#{lap}"
+
+
 def _is_int(v: Any) -> bool:
     """What the ioctls take as an integer argument (ioctl.dispatch._int's rule): a Python or numpy
     integer, not a bool."""
@@ -52,8 +60,11 @@ class File:
         self.fd = fd
         self.handles: dict[int, "Bo"] = {}
         self.next_handle = 1
+        # the ids' round (lap_name) and the id handed out last, of each kind
+        self.handle_lap, self.last_handle = 1, 0
         self.contexts: dict[int, "Context"] = {}  # by id: the file's own ids, from 1 (Kmd.ctx_alloc)
         self.next_ctx_id = 1
+        self.ctx_lap, self.last_ctx_id = 1, 0
         self.vm: "Vm" = None  # type: ignore[assignment]  # its GPU address space (Kmd.open)
         self.closed = False
         # may ask CTX ALLOC for above-NORMAL priorities, as a process with CAP_SYS_NICE (or the
@@ -126,10 +137,24 @@ class File:
     # --------------------------------------------------------------- handles
 
     def add_bo(self, bo: "Bo") -> int:
+        """A handle for `bo`, which it is named by in messages (lap_name): "fd3:2"."""
         h = next_id(self.handles, self.next_handle)
+        if h <= self.last_handle:  # (wrapped: in a round the ids only grow)
+            self.handle_lap += 1
+        self.last_handle = h
         self.next_handle = h % ID_MAX + 1
         self.handles[h] = bo
+        bo.name = lap_name(f"fd{self.fd}:{h}", self.handle_lap)
         return h
+
+    def new_ctx_id(self) -> tuple[int, str]:
+        """A context id and the name messages give that context (lap_name): "3", "3#2"."""
+        i = next_id(self.contexts, self.next_ctx_id)
+        if i <= self.last_ctx_id:
+            self.ctx_lap += 1
+        self.last_ctx_id = i
+        self.next_ctx_id = i % ID_MAX + 1
+        return i, lap_name(str(i), self.ctx_lap)
 
     def bo(self, handle: Any, who: str, err: int = errno.ENOENT) -> "Bo":
         """The BO behind `handle`; an unknown handle is `err` (ENOENT, as drm_gem_object_lookup

@@ -100,7 +100,7 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     there (the CS then goes on), a full reset makes the context guilty (ECANCELED).
     It lets other clients' ioctls in (Kmd.wait_unlocked: it held the driver's lock, and one
     client holding the CP stopped every other's ioctls until its reset). True when it
-    waited: the CS then looks at everything again."""
+    waited: the CS then looks at everything again. Called once every check has passed (cs)."""
     limit = kmd.params.sched_jobs
     if len(ctx.jobs) < limit:
         return False
@@ -290,8 +290,6 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
         raise KmdError(errno.EINVAL, f"CS: the job takes {need} dwords of the {ring.name} ring ({len(ibs)} IB "
                        f"chunk(s){' and a user fence' if user_fence is not None else ''}), more than its "
                        f"{ring.size_dw}: use fewer IB chunks or a larger ring")
-    if _wait_prev_job(kmd, ctx, sched, wait):
-        return None
     checked = None
     ring_ibs = ibs
     vm = file.vm
@@ -305,6 +303,19 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                 checked = _check(kmd, file, ctx, ibs, arrays, wait)
                 if checked is None:
                     return None  # (it let other ioctls in: the CS starts again, its check kept)
+            kmd.shadow_too_big(checked)
+        except KmdError:
+            kmd.stats["cs_rejected"] += 1
+            raise
+    # Every refusal comes before the waits, as amdgpu_cs_sync_rings's amdgpu_ctx_wait_prev_fence
+    # follows amdgpu_cs_patch_ibs: a bad CS behind its context's 32 jobs was refused only
+    # once the oldest of them had finished, or been reset a job timeout later.
+    if _wait_prev_job(kmd, ctx, sched, wait):
+        if checked is not None:
+            wait.keep_check(ctx, ibs, arrays, checked)
+        return None
+    if checked is not None:
+        try:
             addr = kmd.shadow_alloc(checked, wait, file)
         except KmdError:
             kmd.stats["cs_rejected"] += 1

@@ -38,8 +38,7 @@ def gem_create(kmd: "Kmd", file: "File", a: uapi.GemCreateArgs) -> uapi.GemCreat
     # Every BO a client gets is zero-filled, whatever the flags: memory comes back from
     # other clients (and from the kernel), and what they left there is not the new owner's.
     kmd.dev.mem[bo.gpu_addr:bo.end] = 0
-    handle = file.add_bo(bo)
-    bo.name = f"fd{file.fd}:{handle}"
+    handle = file.add_bo(bo)  # (names it: "fd3:2")
     return uapi.GemCreateOut(handle, bo.size)
 
 

@@ -268,8 +268,8 @@ class JobTimerMixin:
         job = sched.head_job()
         if self._overrun(sched) is not None or not self.vmids.lift_drain(job.vm):
             return False
-        log.warning("%s: job %#x of context %d made no progress while its VMID %d was drained and a "
-                    "later job of its VM waited for it: the drain moves on", sched.name, job.seq, job.ctx.id,
+        log.warning("%s: job %#x of context %s made no progress while its VMID %d was drained and a "
+                    "later job of its VM waited for it: the drain moves on", sched.name, job.seq, job.ctx.name,
                     job.vm.vmid)
         sched.progress_at = self.dev.now()
         for s in self.scheds:
@@ -307,7 +307,7 @@ class JobTimerMixin:
                                       translate_many=self.job_translate_many(job))
         msg = (f"job {job.seq:#x} timed out on {self.ring.name}: {why}, "
                f"{self._doing(self.ring, stuck, st, regs.STATUS.WAITING.get(st), regs.STATUS.LEVEL.get(st))}, "
-               f"context {job.ctx.id}")
+               f"context {job.ctx.name}")
         # the packet it is stuck in, when found: its place, as a CP error names its packet's
         # (so the UMD names the call that recorded it)
         level = regs.IbLevel(stuck.level if stuck else regs.STATUS.LEVEL.get(st)).name
@@ -346,7 +346,7 @@ class JobTimerMixin:
                                           translate_many=self.job_translate_many(job))
         polls = stuck or st["WAITING"]
         doing = self._doing(ring, stuck, raw, st["WAITING"], st["LEVEL"])
-        msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.id}"
+        msg = f"job {job.seq:#x} timed out on {ring.name}: {self._why_timed_out(sched)}, {doing}, context {job.ctx.name}"
         opcode = (sdma_packets.POLL_REGMEM.op if sched is self.sdma_sched else packets.WAIT_REG_MEM.opcode) if polls else 0
         info = HwErrorInfo(code="TIMEOUT", level=regs.IbLevel(stuck.level if stuck else st["LEVEL"]).name,
                            opcode=opcode, opcode_name=ring.POLL_PACKET if polls else None,

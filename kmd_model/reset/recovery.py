@@ -55,7 +55,7 @@ class RecoveryMixin:
         self.ring_recover(self.sched, guilty, info)
 
     def describe_error(self, state: CpErrorState, guilty: Job | None, ring: str = "gfx") -> HwErrorInfo:
-        owner = f"context {guilty.ctx.id}" if guilty else "kernel"
+        owner = f"context {guilty.ctx.name}" if guilty else "kernel"
         if ring != "gfx":
             owner = f"{ring}, {owner}"
         if guilty is not None and state.code not in (CpError.DOORBELL_BACKWARDS, CpError.DOORBELL_OVERFLOW):
@@ -91,8 +91,8 @@ class RecoveryMixin:
                 err = KmdError(errno.ECANCELED, info.message, info)
                 dropped = [j for s in self.scheds for j in s.drop_context(counted, err)]
                 self._log_limited("guilty", logging.WARNING,
-                                  "context %d of fd %d is guilty: %d more job(s) cancelled by the full reset",
-                                  counted.id, counted.file.fd, len(dropped), file=counted.file)
+                                  "context %s of fd %d is guilty: %d more job(s) cancelled by the full reset",
+                                  counted.name, counted.file.fd, len(dropped), file=counted.file)
         if guilty is not None and not guilty.finished:
             ctx = guilty.ctx
             ctx.hangs += 1
@@ -104,10 +104,10 @@ class RecoveryMixin:
             if cancel:
                 err = KmdError(errno.ECANCELED, info.message, info)
                 dropped = [j for s in (self.scheds if full else scheds) for j in s.drop_context(ctx, err)]
-                self._log_limited("guilty", logging.WARNING, "context %d of fd %d is guilty: %d job(s) cancelled",
-                                  ctx.id, ctx.file.fd, len(dropped), file=ctx.file)
+                self._log_limited("guilty", logging.WARNING, "context %s of fd %d is guilty: %d job(s) cancelled",
+                                  ctx.name, ctx.file.fd, len(dropped), file=ctx.file)
             if ctx.hangs >= self.params.ban_after_hangs and not ctx.banned:
-                ctx.banned = (f"context {ctx.id} is banned: it caused {ctx.hangs} resets "
+                ctx.banned = (f"context {ctx.name} is banned: it caused {ctx.hangs} resets "
                               f"(ban_after_hangs {self.params.ban_after_hangs})")
                 self._log_limited("banned", logging.ERROR, "%s", ctx.banned, file=ctx.file)
             if info.code == "TIMEOUT":  # (an error or a fault is reset at once: it costs the others little)

@@ -114,7 +114,7 @@ class Job:
         return ring_dw(self.ring or Ring, len(self.ibs), self.user_fence is not None)
 
     def __repr__(self) -> str:
-        return f"Job(ctx {self.ctx.id} seq {self.seq:#x})"
+        return f"Job(ctx {self.ctx.name} seq {self.seq:#x})"
 
 
 def dependency_failed(job: Job, ring: str, bad: "Job | FailedDep") -> KmdError:

@@ -408,3 +408,31 @@ def test_polling_a_user_fence_lets_the_device_run_with_elapse():
     u.f.elapse(1 << 20)
     u.f.close()
     u.f.elapse(1000)  # a closed file: nothing, no error
+
+
+def test_a_dma_job_submitted_after_a_bos_close_still_reaches_it_while_a_job_holds_it():
+    """GemCloseArgs: a closed BO's GPU mappings go once no job uses it; until then a later job
+    no checker reads (the DMA ring's) still reaches it, where a later GFX CS naming its range is
+    EINVAL. A held GFX job holds BO t; t is closed; an SDMA copy from t's range, submitted
+    after, copies what t held into a live BO (no fault)."""
+    kmd_model.bind(RefModel(), job_timeout=1 << 30)
+    u = Umd()
+    assert u.info.sdma_rings == 1  # (the model's copy engine)
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    t = u.create(PAGE)
+    tva = u.va
+    u.va += 2 * PAGE
+    u.map(t, tva, PAGE, flags=RW)
+    u.mmap(t).view("<u4")[:4] = [0xC0, 0xFF, 0xEE, 0x11]
+    hold = held(u, ctx, u32, h, va)
+    u.close_bo(t)
+    refused(errno.EINVAL, "CS", u.cs, ctx, ib(u32, pm4.write_data(tva, [1]), offset=0x100, handle=h))
+    words = sdma.copy_linear(va + 0x2000, tva, 16)
+    words += sdma.pad(-len(words) % 8)
+    u32[0x800 // 4:0x800 // 4 + len(words)] = words
+    dma = u.cs(ctx, CsChunkIb(len(words), handle=h, offset=0x800, ip_type=HwIp.DMA))
+    assert u.wait(ctx, dma) and u32[0x2000 // 4:0x2000 // 4 + 4].tolist() == [0xC0, 0xFF, 0xEE, 0x11]
+    assert u.io(W, WaitCsArgs(ctx, hold, 0)).busy  # (t was held all along)
+    u32[0x3000 // 4] = 1
+    assert u.wait(ctx, hold)
