@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
-import time
 
 import pytest
 
@@ -34,15 +33,7 @@ from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
 from tests.kmd_sched.sched_helpers import held_by_a_hung_gfx_job, sdma_ib
-
-
-def _until_it_waits_for_the_lock(kmd) -> None:
-    """Until another thread waits for the driver's lock, which this thread holds (5 s at most)."""
-    for _ in range(5000):
-        if kmd.lock.waiters:
-            break
-        time.sleep(0.001)
-    assert kmd.lock.waiters
+from tests.security.limits.test_security_reset_cancels import _until_it_waits_for_the_lock
 
 
 def _dependents(h: Client, kmd, contexts: int, job, root) -> list[tuple[int, int]]:
