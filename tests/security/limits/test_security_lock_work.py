@@ -228,6 +228,28 @@ def test_jobs_split_across_passes_run_as_one_pass_ran_them(monkeypatch):
     assert by_context(split) == by_context(one) and one_now <= split_now < one_now + 1000
 
 
+def test_each_job_into_a_ring_does_not_walk_every_job_in_flight_with_its_vmid():
+    """Each run_job dropped the finished jobs from its VMID's list of jobs in flight, a walk
+    of them all (VmidManager.used): with `hw_submission_limit` raised, the square of the
+    jobs a pass put in (2,048: 0.86 s of the lock). The list is walked once it has doubled:
+    a few looks a job."""
+    from kmd_model.mm.vmid import VmidManager
+
+    looks = [0]
+
+    class InFlight:
+        @property
+        def finished(self) -> bool:
+            looks[0] += 1
+            return False
+    v = VmidManager(None, 16)
+    jobs = [InFlight() for _ in range(4000)]
+    for j in jobs:
+        v.used(1, j)
+    assert v.ids[0].jobs == jobs and looks[0] <= 4 * len(jobs), looks[0]  # (was 7,998,000)
+    assert not v._idle(v.ids[0])
+
+
 # ---------------------------------------------------------------------------- SDMA packets
 
 def test_the_sdma_rings_packets_are_built_without_binding_their_arguments(monkeypatch):
