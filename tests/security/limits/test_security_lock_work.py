@@ -11,7 +11,8 @@ what that work cost on a loaded machine.
   before, with the same error.
 - A scheduler pass put every ready job into the ring that `hw_submission_limit` and the
   ring let in (raised, 32,000 ready jobs held the lock 47 to 83 ms): `Scheduler.RUNS_PER_PASS`
-  a pass, the next pass at once inside any wait, as the cancellations of hostile-18.
+  a pass, the next pass at once inside any wait, as the cancellations of hostile-18; and
+  each run_job walked its VMID's jobs in flight (`VmidManager.used`): once the list doubles now.
 - The SDMA ring's packets were built through `inspect.Signature.bind` (spec/sdma/codec.py):
   some 15 µs and several objects each, three packets a job.
 """
