@@ -46,21 +46,80 @@ def _ring(kmd: "Kmd", who: str, ip_type, ip_instance, ring):
     raise KmdError(errno.EINVAL, f"{who}: HW IP {name} has {n} ring(s) (0..{n - 1}), not ring {r}")
 
 
-def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep, targets: dict | None = None):
-    """The unfinished job a dependency chunk names, or None when it has finished already.
-    `targets`: the (scheduler, context) of each (ip_type, ip_instance, ring, ctx_id) of plain
-    ints looked up before in this CS (nothing changes under the lock meanwhile)."""
-    tkey = (type(ch.ip_type), ch.ip_type, ch.ip_instance, ch.ring, ch.ctx_id) if targets is not None else None
-    got = targets.get(tkey) if tkey is not None else None
-    if got is None:
-        sched = _ring(kmd, who, ch.ip_type, ch.ip_instance, ch.ring)
-        dctx = file.ctx(ch.ctx_id, who)  # amdgpu: an unknown context is EINVAL
-        sched = kmd.sched_for(sched, dctx)  # its gfx jobs may run on the high-priority queue
-        if tkey is not None:
-            targets[tkey] = (sched, dctx)
-    else:
-        sched, dctx = got
-    seq = _int(who, "handle", ch.handle, 0, SEQ_MASK)
+class CsPrep:
+    """What a CS's dependency chunks say, worked out of the kernel's copy of its arguments
+    before the driver's lock is taken (IoctlDesc.prepare): for each chunk of plain, valid
+    integers its ring, context and seqno as plain ints (`deps[i]`: ((ip_type, ring, ctx_id),
+    seq)), DUP for one naming what a chunk before it named (the same lookup, the same
+    answer), None for every other chunk (looked at under the lock, as any chunk was: its
+    error, if it has one, is the one it always had). The copy is the kernel's, which no one
+    changes: nothing here is read from the client again. Under the lock a chunk of plain
+    ints then costs a dictionary lookup or two (_cs): each chunk's checks and
+    keys were made there, 1,024 of them 34 to 56 ms of the lock a CS on a loaded machine."""
+
+    __slots__ = ("deps", "n_deps")
+
+    DUP = ()
+
+    def __init__(self, deps: list, n_deps: int):
+        self.deps = deps
+        self.n_deps = n_deps
+
+
+def prepare_cs(a: uapi.CsArgs) -> CsPrep | None:
+    """The CsPrep of a copied-in CS (None: its chunk list is not one, the CS refuses it)."""
+    chunks = a.chunks
+    if type(chunks) is not list:
+        return None
+    deps: list = [None] * len(chunks)
+    seen: set = set()
+    n_deps = 0
+    for i, ch in enumerate(chunks):
+        if type(ch) is not CsChunkDep:
+            continue
+        n_deps += 1
+        ip, inst, ring, ctx_id, seq = ch.ip_type, ch.ip_instance, ch.ring, ch.ctx_id, ch.handle
+        # plain ints as the checks under the lock would take them (an enum ip_type is its
+        # int; a bool, None or Opaque is left to them, as is any value they refuse)
+        if not ((type(ip) is int or type(ip) is HwIp) and 0 <= ip < HW_IP_NUM and type(inst) is int and inst == 0
+                and type(ring) is int and 0 <= ring and not ring >> 64 and type(ctx_id) is int
+                and type(seq) is int and 0 <= seq <= SEQ_MASK):
+            continue
+        key = ((int(ip), ring, ctx_id), seq)
+        if key in seen:
+            deps[i] = CsPrep.DUP
+        else:
+            seen.add(key)
+            deps[i] = key
+    return CsPrep(deps, n_deps)
+
+
+def _target(kmd: "Kmd", file: "File", who: str, ip_type, ip_instance, ring, ctx_id):
+    """The (scheduler, context) a dependency chunk's ring and context name."""
+    sched = _ring(kmd, who, ip_type, ip_instance, ring)
+    dctx = file.ctx(ctx_id, who)  # amdgpu: an unknown context is EINVAL
+    return kmd.sched_for(sched, dctx), dctx  # (its gfx jobs may run on the high-priority queue)
+
+
+def _plain_target(kmd: "Kmd", file: "File", i: int, tkey: tuple) -> tuple:
+    """What chunk `i` of plain ints (CsPrep) needs of the ring and context it names, `tkey`
+    (ip_type, ring, ctx_id), looked up once a CS (nothing changes under the lock meanwhile):
+    (scheduler, context, the context's jobs, their ring, its last seqno, and the span of
+    seqnos before it that Context.submitted_seq takes)."""
+    ip, ring, ctx_id = tkey
+    sched, dctx = _target(kmd, file, f"CS: chunk {i}", ip, 0, ring, ctx_id)
+    return sched, dctx, dctx.jobs, sched.ring, dctx.last_seq, min(dctx.submitted, 0x8000_0001)
+
+
+def _dependency(kmd: "Kmd", file: "File", who: str, ch: CsChunkDep):
+    """The unfinished job a dependency chunk names, or None when it has finished already."""
+    sched, dctx = _target(kmd, file, who, ch.ip_type, ch.ip_instance, ch.ring, ch.ctx_id)
+    return _job_of(who, sched, dctx, _int(who, "handle", ch.handle, 0, SEQ_MASK))
+
+
+def _job_of(who: str, sched, dctx, seq: int):
+    """The unfinished job `seq` of `dctx` on `sched`'s ring, None when it finished already (a
+    FailedDep when it failed)."""
     # amdgpu's ~0 is the context's latest job on that ring; seqnos here are 32 bits and
     # wrap, so once the context has handed out 0xffffffff itself it names that job
     if seq == SEQ_MASK and not dctx.submitted_seq(seq):
@@ -144,8 +203,8 @@ def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: Shadow
     return checked
 
 
-@ioctl_def(Request.CS)
-def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
+@ioctl_def(Request.CS, prepare=prepare_cs)
+def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, prep: CsPrep | None = None) -> uapi.CsOut:
     # A CS that waited for its context's oldest job, or whose check let other ioctls in, let
     # them run meanwhile (of other threads of this client too): nothing it looked up is
     # trusted after, it starts again from its arguments (the kernel's copy, which no one
@@ -153,7 +212,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
     wait = ShadowWait()  # its place among the CSs waiting for room in the shadow pool, its check
     try:
         while True:
-            out = _cs(kmd, file, a, wait)
+            out = _cs(kmd, file, a, wait, prep)
             if out is not None:
                 return out
             if file.closed:
@@ -162,9 +221,9 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs) -> uapi.CsOut:
         kmd.shadow.leave(wait.ticket)
 
 
-def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOut | None:
+def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep | None) -> uapi.CsOut | None:
     """One attempt at a CS; None when it waited for a slot of its context or for room in the
-    shadow pool, or its check let other ioctls in (see cs)."""
+    shadow pool, or its check let other ioctls in (see cs). `prep`: its CsPrep."""
     ctx = file.ctx(a.ctx_id, "CS")
     kmd.service()
     _may_submit(kmd, ctx)
@@ -182,7 +241,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     if n > most:
         raise KmdError(errno.EINVAL, f"CS: {n} chunks, more than the {most} a CS may carry "
                        f"({p.max_ib_chunks} IB, 1 fence, {p.max_dep_chunks} dependency)")
-    n_deps = sum(1 for ch in a.chunks if isinstance(ch, CsChunkDep))
+    n_deps = prep.n_deps if prep is not None else sum(1 for ch in a.chunks if isinstance(ch, CsChunkDep))
     if n_deps > p.max_dep_chunks:
         raise KmdError(errno.EINVAL, f"CS: {n_deps} dependency chunk{'s' * (n_deps != 1)}, more than the {p.max_dep_chunks} a CS may "
                        "carry (DEV_INFO.max_dep_chunks)")
@@ -191,9 +250,28 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
     uf_bo = None
     sched = None
     deps = []
-    seen: dict[tuple, object] = {}  # dependency chunks looked up, by their values
     targets: dict[tuple, tuple] = {}  # (scheduler, context) of the rings and contexts they name
+    plain = prep.deps if prep is not None else [None] * n
+    dup = CsPrep.DUP
     for i, ch in enumerate(a.chunks):
+        key = plain[i]
+        if key is not None:  # a dependency chunk of plain ints (CsPrep)
+            if key is dup:
+                continue  # (as a chunk before it, which was looked up)
+            tkey, seq = key
+            t = targets.get(tkey)
+            if t is None:
+                t = targets[tkey] = _plain_target(kmd, file, i, tkey)
+            job = t[2].get(seq)
+            # a job in flight of the context on that ring, one it handed out (Context.submitted_seq:
+            # not after its last, and within what it handed out): that job, nothing more to check
+            if job is not None and job.ring is t[3] and (t[4] - seq) & SEQ_MASK < t[5]:
+                deps.append(job)
+                continue
+            dep = _job_of(f"CS: chunk {i}", t[0], t[1], seq)
+            if dep is not None:
+                deps.append(dep)
+            continue
         who = f"CS: chunk {i}"
         if isinstance(ch, CsChunkIb):
             if len(ibs) == kmd.params.max_ib_chunks:  # before any more work on a long list
@@ -264,19 +342,11 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait) -> uapi.CsOu
                                f"and inside BO {ch.handle} ({uf_bo.size:#x} bytes)")
             user_fence = uf_bo.gpu_addr + off
         elif isinstance(ch, CsChunkDep):
-            # a chunk of plain ints seen before in this CS names what it named then: not looked up
-            # again; nor are the ring and context of one naming those of a chunk before it
-            # (targets: 1,024 chunks of a few contexts looked each up again, about 30 ms of the
-            # lock a CS on a loaded machine, 21 to 27 ms now: the rest is still per chunk)
-            t = (ch.ip_type, ch.ip_instance, ch.ring, ch.ctx_id)
-            plain = all(type(v) is int or type(v) is HwIp for v in t) and type(ch.handle) is int
-            key = (*((type(v), v) for v in t), ch.handle) if plain else None
-            if key is None or key not in seen:
-                dep = _dependency(kmd, file, who, ch, targets if plain else None)
-                if key is not None:
-                    seen[key] = dep
-                if dep is not None:
-                    deps.append(dep)
+            # one CsPrep left out (not all plain ints, or one its checks refuse): looked at
+            # whole, its ring and context looked up again
+            dep = _dependency(kmd, file, who, ch)
+            if dep is not None:
+                deps.append(dep)
         else:
             raise KmdError(errno.EINVAL, f"{who} is a {ch.kind}, not a CsChunkIb, CsChunkFence or "
                            "CsChunkDep")

@@ -32,18 +32,21 @@ Handler = Callable[["Kmd", "File", Any], Any]
 
 @dataclass(frozen=True)
 class IoctlDesc:
-    """What IOCTLS holds per request (its key): the argument type and the handler."""
+    """What IOCTLS holds per request (its key): the argument type and the handler, and what
+    the handler needs worked out of its copied-in arguments alone (`prepare`, run before
+    the driver's lock is taken; its result is the handler's fourth argument)."""
 
     args: type
     handler: Handler
+    prepare: Callable[[Any], Any] | None = None
 
 
 IOCTLS: dict[Request, IoctlDesc] = {}
 
 
-def ioctl_def(request: Request) -> Callable[[Handler], Handler]:
+def ioctl_def(request: Request, prepare: Callable[[Any], Any] | None = None) -> Callable[[Handler], Handler]:
     def reg(fn: Handler) -> Handler:
-        IOCTLS[request] = IoctlDesc(uapi.ARGS[request], fn)
+        IOCTLS[request] = IoctlDesc(uapi.ARGS[request], fn, prepare)
         return fn
     return reg
 
@@ -56,6 +59,7 @@ class Call:
     desc: IoctlDesc | None
     args: Any  # the kernel's copy of the arguments, or an Opaque of what was given
     error: KmdError | None  # the refusal the copy found, raised under the lock (after EBADF)
+    prep: Any = None  # what the request's `prepare` made of the copy (IoctlDesc)
 
 
 def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call:
@@ -81,8 +85,10 @@ def copy_in_call(request: Any, args: Any, max_chunks: int | None = None) -> Call
         return Call(name, desc, Opaque(args), KmdError(
             errno.EINVAL, f"{name}: arguments must be {'an' if desc.args.__name__[0] in 'AEIOU' else 'a'} "
                           f"{desc.args.__name__}, not {type_name(args)}"))
-    # the handler sees the kernel's copy, never the client's objects
-    return Call(name, desc, copy_in(args, desc.args, max_chunks), None)
+    # the handler sees the kernel's copy, never the client's objects; what it needs of the
+    # copy alone (plain integers checked and keyed) is worked out here, outside the lock
+    copy = copy_in(args, desc.args, max_chunks)
+    return Call(name, desc, copy, None, desc.prepare(copy) if desc.prepare is not None else None)
 
 
 def dispatch(file: "File", call: Call) -> Any:
@@ -100,7 +106,10 @@ def dispatch(file: "File", call: Call) -> Any:
         if call.error is not None:
             raise call.error
         try:
-            out = call.desc.handler(kmd, file, call.args)
+            if call.desc.prepare is not None:
+                out = call.desc.handler(kmd, file, call.args, call.prep)
+            else:
+                out = call.desc.handler(kmd, file, call.args)
         except KmdError as e:
             raise e.within(name)
         return out

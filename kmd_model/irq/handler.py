@@ -349,8 +349,9 @@ class IrqMixin:
 
     def cancels_due(self) -> bool:
         """Did a pass leave work for the next: jobs to cancel (Scheduler.CANCELS_PER_PASS),
-        dependents to tell of an end (WAKES_PER_PASS)?"""
-        return bool(self.waking) or any(s.cancels_due for s in self.scheds)
+        dependents to tell of an end (WAKES_PER_PASS), jobs to put into a ring
+        (Scheduler.RUNS_PER_PASS; only while it has jobs queued: service kicks it then)?"""
+        return bool(self.waking) or any(s.cancels_due or (s.runs_due and s.has_queued()) for s in self.scheds)
 
     def wait_unlocked(self, done, timeout: int) -> bool:
         """wait_for, for an ioctl waiting on a client's work (a CS for its context's slot,

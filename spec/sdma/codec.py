@@ -14,7 +14,10 @@ as bytes (the builder writes AMD's bytes − 1)::
     sdma.nop(n_payload)  sdma.pad(n_dwords)          # NOP_PAD (0) is the one-dword NOP
 
 Builders refuse what the engine would reject (a ValueError naming packet, argument and
-field); `encode_fields` builds any bit pattern for malformed-stream tests.
+field); `encode_fields` builds any bit pattern for malformed-stream tests. They are plain
+Python generated from the table at import (`GENERATED_SOURCE`), as spec/pm4.py's; a call
+they do not take themselves (a positional argument by keyword, a wrong call) is bound by
+inspect.Signature.bind, whose TypeError, with the packet's name, is the wrong call's.
 `decode(dwords, offset)` -> Packet | Malformed never raises on 32-bit input;
 `decode_stream`, `describe`, `disassemble` and `listing` as spec/pm4.py's.
 """
@@ -58,74 +61,132 @@ def _default(f: Field) -> int:
     return f.values[f.default] if isinstance(f.default, str) else int(f.default)  # type: ignore[arg-type]
 
 
-def _make_builder(p: SdmaPacketDef):
-    P = f"SDMA {p.name}"
+def _bind(sig: _inspect.Signature, P: str, names: tuple[str, ...], args: tuple, kwargs: dict) -> tuple:
+    """The builder's arguments in `names` order, any way they were given: the generated
+    builders take their common calls (every positional argument by position, keyword-only
+    ones by keyword) themselves and leave the rest, and every wrong call, to this, so a
+    wrong call's TypeError is Signature.bind's, with the packet's name."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{P}: {e}") from None
+    bound.apply_defaults()
+    a = bound.arguments
+    return tuple(a[n] for n in names)
+
+
+def _gen_builder(p: SdmaPacketDef, out: list[str], ns: dict) -> None:
+    """The source of one builder: plain Python, its checks in the order the table lists its
+    values, fields and tail, each check's cold path a call of spec/builder_args.py's. It
+    was one generic function binding every call through inspect.Signature.bind and walking
+    the table: some 15 µs a packet, several objects made each, and the KMD's SDMA ring
+    builds three for every job it runs (under the driver's lock; a garbage collection in a
+    pass that ran thousands of jobs took up to 0.9 s of it)."""
+    P, fn = f"SDMA {p.name}", p.name.lower()
     plain = _plain_fields(p)
+    kwonly = [f for f in plain if f.arg_name not in p.args]
     params = [_inspect.Parameter(a, _inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in p.args]
-    params += [_inspect.Parameter(f.arg_name, _inspect.Parameter.KEYWORD_ONLY, default=_default(f))
-               for f in plain if f.arg_name not in p.args]
-    sig = _inspect.Signature(params)
-    supported = {f.name: frozenset(e.value for e in f.enum if e.supported) for f in plain if f.enum}
+    params += [_inspect.Parameter(f.arg_name, _inspect.Parameter.KEYWORD_ONLY, default=_default(f)) for f in kwonly]
+    names = tuple(p.args) + tuple(f.arg_name for f in kwonly)
+    ns[f"_SIG_{p.name}"] = _inspect.Signature(params)
+    ns[f"_NAMES_{p.name}"] = names
+    ns[f"_KW_{p.name}"] = frozenset(f.arg_name for f in kwonly)
+    body: list[str] = []
+    emit = body.append
+    # the arguments: every positional one by position and keyword-only ones by keyword here,
+    # anything else (and every wrong call) by _bind
+    npos = len(p.args)
+    lhs = ", ".join(names) + ("," if len(names) == 1 else "")
+    if kwonly:
+        emit(f"if len(_a) == {npos} and (not _k or _k.keys() <= _KW_{p.name}):")
+        if npos:
+            emit(f"    {', '.join(p.args)}{',' if npos == 1 else ''} = _a")
+        emit("    if _k:")
+        for f in kwonly:
+            emit(f"        {f.arg_name} = _k.get({f.arg_name!r}, {_default(f)})")
+        emit("    else:")
+        emit(f"        {', '.join(f.arg_name for f in kwonly)} = {', '.join(str(_default(f)) for f in kwonly)}")
+    else:
+        emit(f"if len(_a) == {npos} and not _k:")
+        emit(f"    {', '.join(p.args)}{',' if npos == 1 else ''} = _a" if npos else "    pass")
+    emit("else:")
+    emit(f"    {lhs} = _bind(_SIG_{p.name}, {P!r}, _NAMES_{p.name}, _a, _k)")
+    terms: dict[int, list[str]] = {}  # dword (-1: the header) -> the expressions ORed into it
+    for v in p.values:
+        a, width, align = v.name, p.value_width(v), p.value_align(v)
+        emit(f"if {a}.__class__ is not int: {a} = _int({P!r}, {a!r}, {a})")
+        emit(f"if {a} < 0 or {a} >> {width}: raise _too_wide({P!r}, {a!r}, None, {width}, {a})")
+        if align > 1:
+            emit(f"if {a} & {align - 1}: raise _misaligned({P!r}, {a!r}, {align}, {a})")
+        for i, n in enumerate(v.fields):
+            f = p.field(n)
+            part = f"({a} >> {32 * i})" if i else a
+            terms.setdefault(f.dword, []).append(f"{part} & {f.mask:#x}")
+    for f in plain:
+        a, fref = f.arg_name, f"_F_{p.name}_{f.name}"
+        ns[fref] = f
+        if f.enum:
+            sref = f"_S_{p.name}_{f.name}"
+            ns[sref] = frozenset(e.value for e in f.enum if e.supported)
+            emit(f"if {a}.__class__ is not int or {a} not in {sref}: {a} = _enum_arg({P!r}, {a!r}, {fref}, {a})")
+        else:
+            emit(f"if {a}.__class__ is not int: {a} = _int({P!r}, {a!r}, {a})")
+        if f.name in p.minus_one:
+            emit(f"if not 1 <= {a} <= {f.max + 1}: raise _out_of_range({P!r}, {a!r}, 1, {f.max + 1}, {a})")
+            val = f"({a} - 1)"
+        else:
+            emit(f"if {a} < 0 or {a} >> {f.width}: raise _too_wide({P!r}, {a!r}, {fref}, {f.width}, {a})")
+            val = a
+        terms.setdefault(f.dword, []).append(f"{val} << {f.lsb}" if f.lsb else val)
+    tail = ""
+    if p.tail is not None:
+        t, lo, hi = p.tail.arg_name, p.tail.min, p.max_tail
+        lf = p.field(p.length_field)  # type: ignore[arg-type]
+        if p.tail.ignored:
+            emit(f"if {t}.__class__ is not int: {t} = _int({P!r}, {t!r}, {t})")
+            emit(f"if not {lo} <= {t} <= {hi}: raise _out_of_range({P!r}, {t!r}, {lo}, {hi}, {t})")
+            emit(f"_n = {t}")
+            tail = " + [0] * _n"
+        else:
+            emit(f"if {t}.__class__ is not list: {t} = _seq({P!r}, {t!r}, {t})")
+            emit(f"_n = len({t})")
+            emit(f"if not {lo} <= _n <= {hi}: raise _tail_len({P!r}, {t!r}, {lo}, {hi}, _n)")
+            emit(f"{t} = _dwords({P!r}, {t!r}, {t})")
+            tail = f" + {t}"
+        n = f"(_n - {p.length_bias})" if p.length_bias else "_n"
+        terms.setdefault(lf.dword, []).append(f"{n} << {lf.lsb}" if lf.lsb else n)
+    words = []
+    for d in range(-1, p.fixed):
+        const = p.header if d == -1 else 0
+        ts = terms.get(d, [])
+        words.append(" | ".join(([f"{const:#x}"] if const or not ts else []) + ts))
+    emit(f"return [{', '.join(words)}]{tail}")
+    out.append(f"def {fn}(*_a, **_k):")
+    out.extend("    " + line for line in body)
+    out.append("")
 
-    def build(*args, **kwargs) -> list[int]:
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{P}: {e}") from None
-        bound.apply_defaults()
-        a = bound.arguments
-        words = [p.header] + [0] * p.fixed
-        for v in p.values:
-            x = _int(P, v.name, a[v.name])
-            width, align = p.value_width(v), p.value_align(v)
-            if x < 0 or x >> width:
-                raise _too_wide(P, v.name, None, width, x)
-            if x & (align - 1):
-                raise _misaligned(P, v.name, align, x)
-            for i, n in enumerate(v.fields):
-                f = p.field(n)
-                words[f.dword + 1] |= ((x >> (32 * i)) & f.mask)
-        for f in plain:
-            x = a[f.arg_name]
-            if f.enum:
-                x = x if x.__class__ is int and x in supported[f.name] else _enum_arg(P, f.arg_name, f, x)
-            else:
-                x = _int(P, f.arg_name, x)
-            if f.name in p.minus_one:
-                if not 1 <= x <= f.max + 1:
-                    raise _out_of_range(P, f.arg_name, 1, f.max + 1, x)
-                x -= 1
-            elif x < 0 or x >> f.width:
-                raise _too_wide(P, f.arg_name, f, f.width, x)
-            words[f.dword + 1] |= x << f.lsb
-        if p.tail is not None:
-            t = p.tail
-            lf = p.field(p.length_field)  # type: ignore[arg-type]
-            lo, hi = t.min, p.max_tail
-            if t.ignored:
-                n = _int(P, t.arg_name, a[t.arg_name])
-                if not lo <= n <= hi:
-                    raise _out_of_range(P, t.arg_name, lo, hi, n)
-                tail = [0] * n
-            else:
-                tail = _seq(P, t.arg_name, a[t.arg_name])
-                n = len(tail)
-                if not lo <= n <= hi:
-                    raise _tail_len(P, t.arg_name, lo, hi, n)
-                tail = _dwords(P, t.arg_name, tail)
-            words[lf.dword + 1] |= (n - p.length_bias) << lf.lsb
-            words += tail
-        return words
 
-    build.__name__ = build.__qualname__ = p.name.lower()
-    build.__signature__ = sig  # type: ignore[attr-defined]
-    build.__doc__ = f"Build SDMA {p.name} (op {p.op}, sub_op {p.sub_op}): {p.doc}"
-    return build
+def _generate() -> str:
+    ns = globals()
+    src: list[str] = ["# Generated by spec/sdma/codec.py from spec/sdma/packets.py at import time.", ""]
+    for p in SDMA_PACKETS:
+        _gen_builder(p, src, ns)
+    text = "\n".join(src)
+    exec(compile(text, "<spec.sdma generated>", "exec"), ns)
+    for p in SDMA_PACKETS:
+        build = ns[p.name.lower()]
+        build.__qualname__ = build.__name__
+        build.__signature__ = ns[f"_SIG_{p.name}"]
+        build.__doc__ = f"Build SDMA {p.name} (op {p.op}, sub_op {p.sub_op}): {p.doc}"
+    return text
 
+
+GENERATED_SOURCE = _generate()
+"""The builders this module generated from the table (`print(sdma.codec.GENERATED_SOURCE)`)."""
 
 BUILDERS: dict[str, object] = {}
 for _p in SDMA_PACKETS:
-    BUILDERS[_p.name] = globals()[_p.name.lower()] = _make_builder(_p)
+    BUILDERS[_p.name] = globals()[_p.name.lower()]
     __all__.append(_p.name.lower())
     for _f in _p.fields:
         if _f.enum:

@@ -169,6 +169,8 @@ TESTS = (
     "tests/security/limits/test_security_kept_records.py",
     # a reset's cancellations of the jobs depending on its job, a bounded share a lock hold
     "tests/security/limits/test_security_reset_cancels.py",
+    # a CS's dependency chunks checked before the lock, a pass's jobs into a ring, SDMA builders
+    "tests/security/limits/test_security_lock_work.py",
     "tests/security/memory/test_security_wedged.py",
     "tests/security/client_code/test_security_reentry.py",
     "tests/security/client_code/test_security_recursion_limit.py",

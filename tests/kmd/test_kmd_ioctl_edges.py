@@ -204,19 +204,25 @@ def test_a_job_named_by_many_dependency_chunks_is_looked_up_and_waited_for_once(
     context's latest, 0xFFFFFFFF): two lookups, one for each distinct chunk, and the job
     waits for it once (drm_sched_job_add_dependency's dedup). Each chunk was looked up
     and counted: 1,024 entries in the job's dependencies and in the running job's
-    dependents, a count of 1,024 to bring down."""
+    dependents, a count of 1,024 to bring down. (Chunks of plain ints are keyed before the
+    driver's lock, CsPrep, a chunk equal to one before it marked DUP there: the lookups are
+    the other entries, and any chunk looked at whole, _dependency.)"""
+    from kmd_model.ioctl import dispatch as dispatch_mod
     kmd = kmd_model.bind(RefModel(), job_timeout=2_000_000, fallback_poll=1_000)
     c = Client()
     bo = c.bo(0x8000)
     hold = c.submit(c.ib(bo, pm4.wait_reg_mem(bo.addr + 0x7000, 1, 1, "EQ"), 0x400))  # until the CPU writes
-    lookups = []
+    lookups, preps = [], []
     real = cs_ioctl._dependency
     monkeypatch.setattr(cs_ioctl, "_dependency", lambda *a: lookups.append(a[3]) or real(*a))
+    real_dispatch = dispatch_mod.dispatch
+    monkeypatch.setattr(dispatch_mod, "dispatch", lambda f, call: preps.append(call.prep) or real_dispatch(f, call))
     deps = [CsChunkDep(HwIp.GFX, 0, c.ctx, hold)] * 1000 + [CsChunkDep(HwIp.GFX, 0, c.ctx, 0xFFFF_FFFF)] * 24
     seq = c.submit(*deps, c.ib(bo, pm4.write_data(bo.addr + 0x100, [7]), 0x800))
     ctx = c.f.contexts[c.ctx]
     held, job = ctx.jobs[hold], ctx.jobs[seq]
-    assert len(lookups) == 2
+    keyed = [k for k in preps[-1].deps if k is not None and k is not cs_ioctl.CsPrep.DUP]
+    assert len(lookups) + len(keyed) == 2 and not lookups
     assert job.deps == [held] and held.dependents == [job] and job.deps_left == 1
     bo.u32[0x7000 // 4] = 1
     assert c.wait(seq) and bo.u32[0x100 // 4] == 7
