@@ -137,7 +137,7 @@ def _job_of(who: str, sched, dctx, seq: int):
                        f"{'runs' if job is not None else 'ran'} on {ran_on}, not on {sched.name}")
     if job is None:
         e = dctx.failed.get(seq)  # failed and gone already: the job is cancelled as if it were queued
-        return None if e is None else FailedDep(dctx.id, seq, e)  # (finished well: nothing to wait for)
+        return None if e is None else FailedDep(dctx.name, seq, e)  # (finished well: nothing to wait for)
     return job
 
 

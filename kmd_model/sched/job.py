@@ -135,10 +135,10 @@ class FailedDep:
     """A CS dependency on a job that had already failed (its error kept in Context.failed):
     finished with that error, so the scheduler cancels the dependent job as for a Job."""
 
-    ctx_id: int
+    ctx_name: str  # (the context's name in messages, "2#2" after its ids wrapped: as Job's repr)
     seq: int
     error: KmdError
     finished: bool = True
 
     def __repr__(self) -> str:
-        return f"Job(ctx {self.ctx_id} seq {self.seq:#x})"
+        return f"Job(ctx {self.ctx_name} seq {self.seq:#x})"

@@ -18,11 +18,12 @@ import pytest
 
 import kmd_model
 from kmd_model import uapi
-from kmd_model.uapi import CtxOp, MappingRevoked, Request, WaitCsArgs
+from kmd_model.uapi import CsChunkDep, CtxOp, HwIp, MappingRevoked, Request, WaitCsArgs
+from spec import pm4
 from testbench.refmodel import RefModel
 
 from tests.kmd.uapi.test_kmd_uapi_bounds import ID_MAX, T, _closed_bo_held_by
-from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, refused
+from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, ib, refused
 from tests.kmd.uapi.test_kmd_uapi_lifetimes import held, now
 
 W = Request.WAIT_CS
@@ -84,7 +85,8 @@ def test_a_freed_contexts_running_job_and_a_new_context_given_its_id_are_named_a
     """Context 2 freed while its job holds the ring (FREE waits for queued jobs only); the ids
     wrap and a new context gets 2. Both jobs are seqno 1 and both time out: the timeouts, the
     guilty lines of the log and the new context's WAIT_CS name the freed one context 2 and the
-    new one context 2#2 (HwErrorInfo.ctx_id is 2 for both: the uAPI's integer id)."""
+    new one context 2#2 (HwErrorInfo.ctx_id is 2 for both: the uAPI's integer id), and so does
+    the ECANCELED of a job that named the new one's failed job as its dependency."""
     kmd_model.bind(RefModel(), job_timeout=T, fallback_poll=1_000)
     u = Umd()
     keep, old = u.ctx(), u.ctx()
@@ -107,3 +109,8 @@ def test_a_freed_contexts_running_job_and_a_new_context_given_its_id_are_named_a
     fd = u.f.fd
     assert f"context 2 of fd {fd} is guilty: 1 job(s) cancelled" in lines
     assert f"context 2#2 of fd {fd} is guilty: 1 job(s) cancelled" in lines
+    # a CS naming the new context's failed job as a dependency: cancelled, naming it 2#2 (it
+    # said "ctx 2", the freed context's name, once the job had ended: FailedDep kept the id)
+    dep = u.cs(keep, ib(u32, pm4.nop(6), offset=0x200, handle=h), CsChunkDep(HwIp.GFX, 0, new, second))
+    e = refused(errno.ECANCELED, "WAIT_CS", u.wait, keep, dep)
+    assert "its dependency Job(ctx 2#2 seq 0x1) failed: " in e.message, e.message
