@@ -56,7 +56,8 @@ traceback and gpucosim's errors go to stderr on every backend.
 --log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules:
 umd, ioctl, kmd, cs, ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus
 (every MMIO access), cp (packets the CP starts), sdma (the copy engine's, on the model);
-levels: debug, info, warning, error; a bare level applies to all.
+levels: debug, info, warning, error; all=LEVEL, or a bare level, applies to every module
+(--log all=info,ring=debug).
 
 On the RTL, $GPUCOSIM_HWTRACE picks the hardware monitors that feed --trace: a comma list
 of cp, sdma, bus, irq (default all).
