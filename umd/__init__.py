@@ -33,3 +33,9 @@ from .runtime import Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
            "NotPermitted", "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]
+
+# `import umd` in a script run by python: its uncaught UMD, KMD and argument errors, and ^C,
+# as `gpucosim run` prints them, from its first line on (umd/tracebacks.py)
+from . import tracebacks as _tracebacks  # noqa: E402
+
+_tracebacks.install_for_script()

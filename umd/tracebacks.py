@@ -5,9 +5,10 @@ KMD's ioctl dispatch, the backend's). `gpucosim run` prints an app's exception s
 run by `python app.py`, through the excepthook `umd.open()` installs when the script's
 own code (its `__main__`) opens the GPU (install_for_script).
 
-Only what the drivers raise for the app is trimmed there: the UMD's errors (UmdError and
-its subclasses, NotPermitted), an argument mistake said as TypeError or ValueError, and ^C
-(KeyboardInterrupt). An exception of the app's own code is Python's traceback, whole, as is
+The script's `import umd` installs it too, so that the lines before its umd.open() (the
+tutorial's `kmd_model.bind(RefModel())`) have it. Only what the drivers raise for the app is
+trimmed there: the UMD's errors (UmdError and its subclasses, NotPermitted), the KMD's
+(KmdError), an argument mistake said as TypeError or ValueError, and ^C (KeyboardInterrupt). An exception of the app's own code is Python's traceback, whole, as is
 any other exception out of the drivers (a bug of theirs: its frames are where to look).
 """
 
@@ -67,9 +68,11 @@ def said_for_the_app(e: BaseException) -> bool:
     """Is `e` what the drivers raise for the app (trimmed), not a bug (shown whole)? The
     UMD's errors and ^C from wherever they came; a TypeError or ValueError only when the
     drivers raised it (the UMD's argument checks): the app's own is its bug."""
+    from kmd_model.uapi import KmdError
+
     from .errors import NotPermitted, UmdError
 
-    if isinstance(e, (UmdError, NotPermitted, KeyboardInterrupt)):
+    if isinstance(e, (UmdError, NotPermitted, KmdError, KeyboardInterrupt)):
         return True
     if not isinstance(e, (TypeError, ValueError)):
         return False
@@ -98,9 +101,9 @@ _previous = None  # the excepthook ours replaced (Python's own)
 
 
 def install_for_script() -> None:
-    """Install the excepthook when the code that called into the UMD (the first frame out
-    of the drivers) is the script Python runs as `__main__` (`python app.py`, `python -m
-    pkg.app`), and nobody else has one: an uncaught UMD error or ^C then prints as `gpucosim
+    """Install the excepthook when the code that imported the UMD or called umd.open() (the
+    first frame out of the drivers and importlib) is the script Python runs as `__main__`
+    (`python app.py`, `python -m pkg.app`), and nobody else has one: an uncaught UMD error or ^C then prints as `gpucosim
     run` prints it. Not in a REPL or IPython (no script), under pytest or another program
     that imported the app (its code is not `__main__`), nor under `gpucosim run` (which
     prints the app's exceptions itself: kmd_model's binding is claimed)."""
@@ -115,8 +118,9 @@ def install_for_script() -> None:
     if main is None or not getattr(main, "__file__", None):  # (the REPL, python -c)
         return
     frame = sys._getframe(1)
-    while frame is not None and ours(frame.f_code.co_filename):
-        frame = frame.f_back
+    while frame is not None and (ours(frame.f_code.co_filename)
+                                 or frame.f_code.co_filename.startswith("<frozen importlib")):
+        frame = frame.f_back  # (an `import umd`'s frames: importlib's)
     if frame is None or frame.f_globals is not vars(main):
         return
     _previous = sys.excepthook

@@ -48,6 +48,23 @@ def test_an_argument_mistake_is_the_scripts_line_and_the_error(tmp_path, how):
                                 "TypeError: write: buf must be a umd Buffer, not None"], r.stderr
 
 
+def test_a_mistake_before_umd_open_is_the_scripts_line_too(tmp_path):
+    """The tutorial's bind line comes before umd.open(): a script that imported umd has the
+    hook from then on (RefModel's and bind's own argument mistakes went through the model's
+    constructor and bind's checks)."""
+    app = tmp_path / "early.py"
+    for line, said in (("kmd_model.bind(RefModel)", "TypeError: bind: give a device, RefModel(), not the class "
+                                                    "RefModel (docs/tutorial.md: kmd_model.bind(RefModel()))"),
+                       ("kmd_model.bind(RefModel(dmaa=False))", "TypeError: RefModel() got an unexpected keyword "
+                                                                "argument 'dmaa': did you mean dma=? (RefModel() takes")):
+        app.write_text(f"import umd, kmd_model\nfrom testbench.refmodel import RefModel\n{line}\n")
+        r = _python(str(app))
+        assert r.returncode == 1
+        lines = _lines(r.stderr)
+        assert lines[:3] == ["Traceback (most recent call last):", f'  File "{app}", line 3, in <module>',
+                             f"    {line}"] and len(lines) == 4 and lines[3].startswith(said), r.stderr
+
+
 def test_a_refused_submission_in_main_is_mains_lines_and_the_error(tmp_path):
     """A SubmitError raised from the KMD's EINVAL: without the KMD's error it was raised from
     (nor its ioctl dispatch's frames), which said the same words again."""
