@@ -46,7 +46,8 @@ def run(submits: int, writes: int, async_submit: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="async_submit", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--submits", type=integer_in(1, 10_000), default=200, help="flushes (default 200, 1-10000)")
     ap.add_argument("--writes", type=integer_in(1, 64), default=4, help="dwords written per flush (default 4, 1-64)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)

@@ -134,7 +134,8 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="batching", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--commands", type=integer_in(1, 65536), default=256,
                     help="writes per configuration (default 256, 1-65536)")
     ap.add_argument("--thresholds", default=",".join(map(str, THRESHOLDS)), help="flush thresholds, comma list")

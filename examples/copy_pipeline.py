@@ -33,7 +33,8 @@ from testbench.argtypes import OneLineParser, integer_in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="copy_pipeline", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--chunks", type=integer_in(1, 256), default=8,
                     help="chunks through the pipeline (default 8, 1-256)")
     ap.add_argument("--slots", type=integer_in(1, 16), default=2,

@@ -47,7 +47,8 @@ def record_copy(q, dst, dst_off: int, src, src_off: int, n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="memcpy", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--seed", type=integer_in(0), default=1, help="the data's random seed, at least 0 (default 1)")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     rng = np.random.default_rng(args.seed)

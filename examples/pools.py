@@ -134,7 +134,8 @@ def _check_plot(ap: argparse.ArgumentParser, path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="pools", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--allocs", type=integer_in(1, MAX_ALLOCS), default=10_000,
                     help=f"allocations per run (default 10,000, at most {MAX_ALLOCS:,})")
     ap.add_argument("--live", type=integer_in(1), default=256,

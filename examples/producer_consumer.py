@@ -41,7 +41,8 @@ SLOT_BYTES = 64
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog="producer_consumer", description=" ".join(__doc__.split("\n\n")[0].split()),
+                       options_in_errors=True)
     ap.add_argument("--items", type=integer_in(1, 1024), default=24,
                     help="items produced (default 24, 1-1024; without --one-submission at most the KMD's sched_jobs, "
                          "32 by default: each item is a job)")

@@ -56,11 +56,24 @@ traceback and gpucosim's errors go to stderr on every backend.
 --log takes module=level pairs (the GPUCOSIM_LOG syntax; repeated, they add up), modules:
 umd, ioctl, kmd, cs, ring, fence, ih, sched, bo, vm (mappings, VMIDs, TLB flushes), bus
 (every MMIO access), cp (packets the CP starts), sdma (the copy engine's, on the model);
-levels: debug, info, warning, error; a bare level applies to all.
+levels: debug, info, warning, error; all=LEVEL, or a bare level, applies to every module
+(--log all=info,ring=debug).
 
 On the RTL, $GPUCOSIM_HWTRACE picks the hardware monitors that feed --trace: a comma list
 of cp, sdma, bus, irq (default all).
 """
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """A description of one paragraph wrapped to the terminal, as argparse's default
+    formatter does; an epilog of lines (examples, tables) kept as written.
+    RawDescriptionHelpFormatter kept both as written: `gpucosim run --help` began with one
+    line of 600 characters, which a terminal broke mid-word."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
 
 
 class Parser(OneLineParser):
@@ -154,7 +167,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> Parser:
     ap = Parser(prog="gpucosim", description="Run apps on the simulated GPU and read what they leave behind.",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
+                formatter_class=_Help,
                 epilog="Run `gpucosim SUBCOMMAND --help` for the options of each.\nNumbers (addresses, sizes, "
                        "cycles, register values) are decimal or 0x hex everywhere.")
     ap.add_argument("--version", action="version", version=f"gpucosim {__version__}")
@@ -168,7 +181,7 @@ def build_parser() -> Parser:
                                      "sys.argv[1:] (`APP --items 8`; given to an app that reads none of them they are a usage error, "
                                      "exit status 2: before the run when the app's source names no sys.argv, no "
                                      "argument parser and imports nothing that could read them, else after it); after `--` every argument is the app's, for one whose name gpucosim uses too (`-- --trace x`).",
-                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=RUN_EPILOG)
+                         formatter_class=_Help, epilog=RUN_EPILOG)
     run.add_argument("app", metavar="APP", help="APP.py, a module, or module:function")
     _add_run_options(run)
 
@@ -184,7 +197,7 @@ def build_parser() -> Parser:
                        description="Disassemble PM4 dwords: a text dump (hex words, optional `ADDR:` "
                                    "prefixes, # comments), a binary file of little-endian dwords, a crash "
                                    "report's dumps, or the ring and IB dumps in a `run --trace` file.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       formatter_class=_Help,
                        epilog="examples:\n"
                               "  gpucosim disasm build/crash/crash-gpu_error-*.txt   # the reports gpu_error.py left\n"
                               "  gpucosim disasm build/demo.json --only ring\n"
@@ -210,7 +223,7 @@ def build_parser() -> Parser:
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
                                    "like 0x14): its fields. With a VALUE too: that value decoded (an array named "
                                    "alone, PERF_PACKETS: as any of its elements, all of them named).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       formatter_class=_Help,
                        epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
     r.add_argument("value", nargs="?", type=integer_in(0, 0xFFFF_FFFF, bits=32), metavar="VALUE")

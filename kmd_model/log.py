@@ -72,9 +72,13 @@ def parse(spec: str) -> list[tuple[str | None, int]]:
             name, colon, after = item.partition(":")
             # (`all` too: it was "unknown log level 'all'", where the modules' list offers "or all")
             if name.strip() in (*MODULES, "all") or (colon and after.strip().lower() in LEVELS):
-                # (`ioctl` or `ioctl:info`: a module where a level goes, said as "unknown log level")
-                raise ValueError(f"{ENV}: {item!r}: give a module its level as MODULE=LEVEL "
-                                 f"(ioctl=info), or one level for all ({', '.join(LEVELS)})")
+                # (`ioctl` or `ioctl:info`: a module where a level goes, said as "unknown log level";
+                # `--log all` was told the syntax, not the spelling it meant: all=info)
+                known = name.strip() if name.strip() in (*MODULES, "all") else next(
+                    iter(difflib.get_close_matches(name.strip(), MODULES, n=1)), "all")
+                meant = f"{known}={after.strip().lower() if colon else 'info'}"
+                raise ValueError(f"{ENV}: {item!r}: did you mean {meant}? (a module's level is MODULE=LEVEL, "
+                                 f"ioctl=info; a level alone is every module's: {', '.join(LEVELS)})")
             mod, lv = "all", mod
         mod = mod.strip()
         if mod in ("all", "*", ROOT):

@@ -6,10 +6,14 @@ simulator is built or started."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+UNRECOGNIZED = "unrecognized arguments: "  # (argparse's words, before the arguments)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -18,8 +22,31 @@ class OneLineParser(argparse.ArgumentParser):
     what is wrong out of sight (the usage is what --help is for). Subcommand parsers are of
     the same class (add_subparsers takes the parent's)."""
 
+    def __init__(self, *args, options_in_errors: bool = False, **kwargs):
+        """`options_in_errors`: an unrecognized argument's error ends with the options there
+        are, as the usage line has them (`(usage: memcpy [-h] [--seed SEED])`), and the one
+        meant when it is spelt close to one (`--sedd 3: did you mean --seed?`): for a small
+        program's few options (the examples'), where "unrecognized arguments: --sedd 3" was
+        all, and --help the only way to find what it takes."""
+        super().__init__(*args, **kwargs)
+        self.options_in_errors = options_in_errors
+
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
+        message = " ".join(str(message).split())
+        if self.options_in_errors and message.startswith(UNRECOGNIZED):
+            message += self._options_hint(message[len(UNRECOGNIZED):].split())
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _options_hint(self, words: list[str]) -> str:
+        names = [o for a in self._actions for o in a.option_strings]
+        meant = ""
+        for word in words:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], names, n=1, cutoff=0.7)
+                if close:
+                    meant = f": did you mean {close[0]}?"
+                    break
+        return f"{meant} ({' '.join(self.format_usage().split())})"
 
 
 NOT_AN_INTEGER = "must be an integer (decimal or 0x hex)"

@@ -16,9 +16,10 @@ Device.memory, the Buffer), queue/ (the Queue: record, its flush, finish and clo
 commands, transfer's copies and fills, create's Device.queue by API version), events (Event,
 Timestamp, waits), submit (the asynchronous submission thread), failures/ (kmd_errors: what a
 KMD error means for a queue; faults: the call that recorded a faulting packet; failed_jobs: a
-failed job's error, raised once), errors, args (the argument checks every call shares) and
-calls (argument mistakes said for the app); below them winsys/ (the ioctls, the VA
-allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
+failed job's error, raised once), errors, tracebacks (an uncaught error as the app's author
+reads it: their frames and its line, under `gpucosim run` and `python app.py` alike), args
+(the argument checks every call shares) and calls (argument mistakes said for the app);
+below them winsys/ (the ioctls, the VA allocator, the buffer pools, chained IBs). The UMD reaches the GPU only through the KMD's
 ioctls (kmd_model.open_render_node()).
 """
 
@@ -32,3 +33,9 @@ from .runtime import Device  # noqa: F401
 
 __all__ = ["LATEST", "TABLES", "DispatchTable", "open", "DeviceLost", "GpuError", "GpuTimeout", "OutOfMemory",
            "NotPermitted", "QueueBanned", "SubmitError", "UmdError", "Event", "Timestamp", "Queue", "DEFAULT_TIMEOUT", "Buffer", "Device"]
+
+# `import umd` in a script run by python: its uncaught UMD, KMD and argument errors, and ^C,
+# as `gpucosim run` prints them, from its first line on (umd/tracebacks.py)
+from . import tracebacks as _tracebacks  # noqa: E402
+
+_tracebacks.install_for_script()

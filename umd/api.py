@@ -32,7 +32,7 @@ from kmd_model.uapi import KmdError
 
 from kmd_model.ioctl.copyin import shown
 
-from . import events, memory
+from . import events, memory, tracebacks
 from . import runtime as rt
 from .args import _flag, _index
 from .errors import UmdError
@@ -172,7 +172,16 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     (default: the newest, LATEST; older versions stay selectable and keep their behaviour;
     one this UMD does not serve is a ValueError naming those it does, and a value that is
     no int, "2" among them, a TypeError). `pools=False`: every buffer is a BO of its own,
-    made and freed by ioctls (no BO cache, no slabs), to measure what the pools save."""
+    made and freed by ioctls (no BO cache, no slabs), to measure what the pools save.
+
+    Called by a script run by python (`python app.py`: its `__main__`'s own code), it also
+    installs an excepthook (unless the program has one; the script's `import umd` did
+    already): an uncaught UMD or KMD error, argument mistake or ^C is then printed as
+    `gpucosim run` prints it, the script's own frames and the one-line error, without the
+    drivers' frames (umd/tracebacks.py); a bug of the script's own keeps Python's whole
+    traceback."""
+    # a script run by python gets its uncaught UMD errors and ^C as `gpucosim run` prints them
+    tracebacks.install_for_script()
     served = f"{', '.join(map(str, list(TABLES)[:-1]))} or {list(TABLES)[-1]} (leave it out for the newest, {LATEST})"
     try:  # an integer, numpy's too (as every other integer argument); not a bool, a float or "2"
         version = _index("open", "api_version", api_version)

@@ -361,45 +361,16 @@ def load_main(target: str) -> Callable[[], Any]:
                           f"runs none of its body; make it a plain def (return, not yield)")
     return fn
 
-# The project's own packages: an app's traceback on stderr leaves out their frames (the
-# launcher's before the app's first frame, the drivers' after its last), which the crash
-# report keeps. (A one-line mistake in an API call was a 17-line traceback, most of it
-# gpucosim's hooks and the UMD's argument checks; a GpuError came with the KMD's error it
-# was raised from, another 20 lines of ioctl dispatch.)
-_OURS = tuple(str(Path(__file__).resolve().parents[2] / d) + os.sep
-              for d in ("gpucosim", "umd", "kmd_model", "testbench", "spec"))
-# (what runs a script as __main__: not the app's frames either)
-_RUNPY = frozenset({os.path.abspath(runpy.__file__), "<frozen runpy>"})
-
-
-def _ours(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_OURS) or filename in _RUNPY or os.path.abspath(filename) in _RUNPY
-
-
-def _trim(te: traceback.TracebackException, seen: set[int]) -> bool:
-    """Keep the app's part of `te`'s stack, and of the exceptions it was raised from; False
-    when none of its frames is the app's (the drivers' inside, or gpucosim's own bug)."""
-    if id(te) in seen:
-        return True
-    seen.add(id(te))
-    frames = list(te.stack)
-    app = [i for i, f in enumerate(frames) if not _ours(f.filename)]
-    if app:
-        te.stack = traceback.StackSummary.from_list(frames[app[0]:app[-1] + 1])
-    for attr in ("__cause__", "__context__"):
-        inner = getattr(te, attr)
-        if inner is not None and not _trim(inner, seen):
-            setattr(te, attr, None)  # (the driver's own error inside: the crash report has it)
-    return bool(app)
-
 
 def app_traceback(e: BaseException) -> str:
     """The traceback of an exception the app's main() raised, as the app's author reads it:
-    the app's frames and the exception (the whole of it, where no frame is the app's)."""
-    te = traceback.TracebackException.from_exception(e)
-    if not _trim(te, set()):
-        return "".join(traceback.format_exception(e))
-    return "".join(te.format())
+    the app's frames and the exception, without the project's (the launcher's before the
+    app's first frame, the drivers' after its last), which the crash report keeps. The
+    same trimming a script run by python gets from the UMD's excepthook: umd/tracebacks.py
+    (imported here, not by the launcher, which stays light)."""
+    from umd.tracebacks import app_traceback as trimmed
+
+    return trimmed(e)
 
 
 def report_load_error(target: str, e: BaseException) -> None:
@@ -417,7 +388,9 @@ def report_load_error(target: str, e: BaseException) -> None:
     if tb is None:
         lines = traceback.format_exception_only(type(e), e)
     else:  # (and the drivers' frames after the app's last: an API call it made at import, umd.open())
+        from umd.tracebacks import trim
+
         te = traceback.TracebackException(type(e), e, tb)
-        lines = list(te.format()) if _trim(te, set()) else traceback.format_exception(type(e), e, tb)
+        lines = list(te.format()) if trim(te) else traceback.format_exception(type(e), e, tb)
     print("".join(lines), end="", file=sys.stderr)
     print(f"gpucosim: cannot load app {target!r}: {described(e)}", file=sys.stderr, flush=True)

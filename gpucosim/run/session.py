@@ -320,6 +320,14 @@ class Session:
                 # arguments would let a mistyped option (--trce, --simm) pass unnoticed
                 print(f"{opts.prog}: error: {unknown_arguments(opts)}", file=sys.stderr, flush=True)
                 code = code or 2
+            elif opts.args and code == 2:
+                # (the app refused them in its own words, which know nothing of gpucosim's
+                # options: `memcpy.py --trce x.json` said "unrecognized arguments: --trce x.json")
+                from ..checks import option_hint
+
+                if hint := option_hint(opts.args):
+                    print(f"{opts.prog}: the app got what gpucosim does not know ({' '.join(opts.args)}): {hint}",
+                          file=sys.stderr, flush=True)
             self.report(code, raised=raised)
             return code
         finally:

@@ -46,6 +46,12 @@ def claim(owner: str | None) -> None:
     _claimed_by, _claimed_dev = owner, (bound().dev if owner is not None else None)
 
 
+def claimed_by() -> str | None:
+    """Who holds the binding (`claim`), or None: the UMD's excepthook for a script run by
+    python stays out of a `gpucosim run`, which prints the app's exceptions itself."""
+    return _claimed_by
+
+
 # What the driver calls on a device (kmd_model.device.Device's abstract methods): checked
 # by name, not by class, so a stand-in that has them all still binds.
 _DEVICE_CALLS = ("mmio_read32", "mmio_write32", "wait_irq", "now", "delay")

@@ -209,6 +209,7 @@ TESTS = (
     "tests/umd/failures/test_umd_split_flush_refused.py",  # (the only test of submit.split and part_refused)
     "tests/umd/api/test_umd_new_user_mistakes.py",
     "tests/umd/api/test_umd_newcomer_errors.py",
+    "tests/umd/api/test_umd_script_tracebacks.py",
     "tests/spec/packets/test_pm4.py",
     "tests/spec/amd/test_amd_conformance.py",
     "tests/spec/packets/test_pm4_edges.py",

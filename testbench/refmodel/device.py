@@ -3,6 +3,7 @@ package's docstring says how time, errors and counters behave)."""
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import sys
@@ -48,6 +49,25 @@ def _anon_memory(size: int) -> tuple[np.ndarray, int | None]:
     weakref.finalize(mem, os.close, fd)
     return mem, fd
 
+
+def _arguments_said(init: Callable) -> Callable:
+    """The model's constructor, its argument mistakes said as the UMD's calls say theirs
+    (umd/calls.py): `RefModel(foo=1)` was Python's "RefModel.__init__() got an unexpected
+    keyword argument 'foo'", which named none of the parameters there are."""
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as e:
+            from umd.calls import _keyword_mistake  # (only then: the model needs no UMD)
+
+            better = _keyword_mistake(type(self).__name__, init, (self, *args), kwargs, e)
+            if better is None:  # (a TypeError of the arguments' values: its own words)
+                raise
+            raise better from None
+    return __init__
+
+
 class RefModel(CommandProcessor, DmaDatapath, ModelTime, MemoryAccess, Device):
     """The whole device without cycles: see the module docstring.
 
@@ -79,6 +99,7 @@ class RefModel(CommandProcessor, DmaDatapath, ModelTime, MemoryAccess, Device):
     skip_polls = True  # False: a failing wait polls at every point of its grid (slow; what
     # the skipping is tested against: tests/model/refmodel/test_model_sdma.py)
 
+    @_arguments_said
     def __init__(self, mem_size: int = DEFAULT_MEM_SIZE, *, mem: np.ndarray | None = None,
                  data_width: int = 64, dma: bool = True, ih: bool = True, ib_levels: int = 2,
                  vm: bool = True, tlb_entries: int = 16, vm_levels: int = vm_spec.LEVELS,

@@ -364,3 +364,26 @@ def test_the_models_sizes_at_their_bounds_are_taken():
         assert RefModel(**kw) is not None
     r = RefModel(tlb_entries=64).snapshot(memory=False)["regs"]
     assert regs.VM_CAPS.TLB_LOG2.get(r["VM_CAPS"]) == 6
+
+
+def test_the_models_unknown_arguments_name_the_ones_it_takes():
+    """RefModel(foo=1) was Python's "RefModel.__init__() got an unexpected keyword argument
+    'foo'", which named none of the parameters a model takes (a newcomer's RefModel(dmaa=False)
+    alike): one line naming them, and the one meant when it is spelt close to one, as the UMD's
+    calls say theirs (umd/calls.py). Too many positional arguments say what it takes too."""
+    takes = ("RefModel() takes mem_size, mem, data_width, dma, ih, ib_levels, vm, tlb_entries, vm_levels, "
+             "queues, sdma, dma_max_bytes, mmio_cycles, cp_burst, trace")
+    with pytest.raises(TypeError) as e:
+        RefModel(foo=1)
+    assert str(e.value) == f"RefModel() got an unexpected keyword argument 'foo' ({takes})"
+    with pytest.raises(TypeError) as e:
+        RefModel(tlb_entires=32)
+    assert str(e.value) == (f"RefModel() got an unexpected keyword argument 'tlb_entires': did you mean "
+                            f"tlb_entries=? ({takes})")
+    with pytest.raises(TypeError) as e:
+        RefModel(1 << 20, 64)
+    assert str(e.value).startswith("RefModel() takes from 0 to 1 positional arguments but 2 were given: "
+                                   "RefModel(mem_size=")
+    # a TypeError of a value (not of the arguments' names) keeps its own words
+    with pytest.raises(TypeError, match=r"^dma must be True or False, not 'no'$"):
+        RefModel(dma="no")

@@ -37,6 +37,22 @@ def test_every_subcommand_has_help(capsys, sub):
     assert out.startswith(f"usage: gpucosim {sub}")
 
 
+@pytest.mark.parametrize("sub", [s for s in SUBCOMMANDS if s != "bench"])
+def test_every_subcommands_description_is_wrapped_to_the_terminal(capsys, monkeypatch, sub):
+    """`gpucosim run --help` began with its description as one line of 600 characters (its
+    formatter kept the epilog's lines as written, and the description's one line too), which
+    an 80-column terminal broke mid-word; disasm's and regs' alike. The description is
+    wrapped; the epilog's examples stay as written."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        cli.main([sub, "--help"])
+    out = capsys.readouterr().out
+    description = out.split("\n\n")[1]
+    assert max(map(len, description.splitlines())) <= 80, description
+    if sub == "run":
+        assert "  gpucosim run examples/memcpy.py --sim model\n" in out  # (the epilog as written)
+
+
 def test_no_subcommand(capsys):
     assert usage_error(capsys) == "gpucosim: error: the following arguments are required: SUBCOMMAND"
 

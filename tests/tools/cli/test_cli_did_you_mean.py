@@ -123,3 +123,24 @@ def test_a_log_pair_after_a_space_names_log(capsys):
     assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model", "size=4") == (
         "gpucosim run: error: neither gpucosim nor the app knows size=4 (examples/hello.py reads no arguments; "
         "gpucosim run --help lists the options)")
+
+
+def test_a_mistyped_option_an_app_refused_names_the_option_meant():
+    """`gpucosim run examples/memcpy.py --trce x.json`: gpucosim does not know --trce, so the
+    app got it, and refused it in its own words (its options alone, none of gpucosim's):
+    gpucosim adds the option meant. An app's refusal of its own option's value gets no such
+    line."""
+    from .cli_helpers import gpucosim
+
+    r = gpucosim("run", "examples/memcpy.py", "--sim", "model", "--trce", "x.json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        "memcpy: error: unrecognized arguments: --trce x.json (usage: memcpy [-h] [--seed SEED])",
+        "gpucosim run: the app got what gpucosim does not know (--trce x.json): did you mean --trace?"], r.stderr
+    r = gpucosim("run", "examples/producer_consumer.py", "--sim", "model", "--items", "3", "ring=debug")
+    assert r.returncode == 2 and r.stderr.splitlines()[-1] == (
+        "gpucosim run: the app got what gpucosim does not know (--items 3 ring=debug): did you mean --log "
+        "ring=debug? (--log takes a comma list: ioctl=info,ring=debug)"), r.stderr
+    r = gpucosim("run", "examples/memcpy.py", "--sim", "model", "--seed", "-1")
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "memcpy: error: argument --seed: must be at least 0, not -1"], r.stderr

@@ -69,11 +69,13 @@ def test_run_errors(capsys, tmp_path):
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", "ioctl=loud") == (
         "gpucosim run: error: --log: unknown log level 'loud' (use debug, info, warning, error)")
     # (a module where a level goes was "unknown log level 'ioctl'"; `all`, which the modules' list
-    # offers as a module, too)
-    for spec in ("ioctl", "ioctl:info", "all"):
+    # offers as a module, too); each names the spelling it meant (`--log all` was told the
+    # syntax alone, not all=info)
+    for spec, meant in (("ioctl", "ioctl=info"), ("ioctl:info", "ioctl=info"), ("all", "all=info"),
+                        ("ring:debug", "ring=debug"), ("rign:debug", "ring=debug"), ("all:warning", "all=warning")):
         assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--log", spec) == (
-            f"gpucosim run: error: --log: {spec!r}: give a module its level as MODULE=LEVEL (ioctl=info), "
-            "or one level for all (debug, info, warning, error)")
+            f"gpucosim run: error: --log: {spec!r}: did you mean {meant}? (a module's level is MODULE=LEVEL, "
+            "ioctl=info; a level alone is every module's: debug, info, warning, error)")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--data-width", "48") == (
         "gpucosim run: error: argument --data-width: '48' is not a bus width: choose 32, 64, 128 or 256")
     assert usage_error(capsys, "run", "examples/demo.py", "--sim", "model", "--stats-json", str(tmp_path)) == (

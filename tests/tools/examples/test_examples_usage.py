@@ -26,15 +26,47 @@ def test_every_example_says_a_usage_error_in_one_line(capsys, name):
     main = importlib.import_module(f"examples.{name}").main
     source = (Path(__file__).resolve().parents[3] / "examples" / f"{name}.py").read_text()
     assert "argparse.ArgumentParser(" not in source
-    for argv, message in ((["--no-such-option"], "unrecognized arguments: --no-such-option"),
-                          (["--help"], None)):
+    for argv, message in ((["--help"], None),
+                          (["--no-such-option"], "unrecognized arguments: --no-such-option (")):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         out, err = capsys.readouterr()
         if message is None:
             assert exc.value.code == 0 and out.startswith(f"usage: {name}") and not err
+            usage = " ".join(out.split("\n\n")[0].split())  # (--help's usage lines, as one)
         else:
-            assert exc.value.code == 2 and err.splitlines() == [f"{name}: error: {message}"] and not out
+            assert exc.value.code == 2 and err.splitlines() == [f"{name}: error: {message}{usage})"] and not out
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_an_examples_unknown_option_names_its_options_and_the_one_meant(capsys, name):
+    """`memcpy --sedd 3` said "unrecognized arguments: --sedd 3" and no more: which options an
+    example has was --help's alone. The error names them, as the usage line does, and the
+    one meant when the unknown one is spelt close to one (each example's first option,
+    with a letter doubled)."""
+    import importlib
+    import re
+
+    main = importlib.import_module(f"examples.{name}").main
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    usage = " ".join(capsys.readouterr().out.split("\n\n")[0].split())
+    first = re.findall(r"\[(--[a-z-]+)", usage)[0]
+    typo = first[:4] + first[3] + first[4:]  # (--seed: --seeed)
+    with pytest.raises(SystemExit) as exc:
+        main([typo, "3"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{name}: error: unrecognized arguments: {typo} 3: did you mean {first}? ({usage})"]
+
+
+def test_memcpys_unknown_option_as_a_newcomer_reads_it(capsys):
+    from examples import memcpy
+
+    with pytest.raises(SystemExit):
+        memcpy.main(["--sedd", "3"])
+    assert capsys.readouterr().err == ("memcpy: error: unrecognized arguments: --sedd 3: did you mean --seed? "
+                                       "(usage: memcpy [-h] [--seed SEED])\n")
 
 
 def test_an_examples_own_range_check_is_one_line(capsys):

@@ -184,6 +184,15 @@ def test_the_app_listing_runs_as_the_tutorial_says():
     assert r.returncode == 0, r.stderr
 
 
+def test_the_prose_counts_the_app_listings_lines():
+    """"The five lines need no main()" said of §0's six: the count is the listing's."""
+    text = TUTORIAL.read_text()
+    (body,) = [b for lang, b, _ in blocks(text) if lang == "python"]
+    n = len([ln for ln in body.splitlines() if ln.strip()])
+    said = re.findall(r"The (\w+) lines need no `main\(\)`", text)
+    assert said == [["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"][n]]
+
+
 def test_listing_check_bites():
     """The comparison itself: a changed word, a changed cycle count, a dropped line
     without `...`, reordered lines all fail; wall-clock microseconds, a crash report's
