@@ -224,7 +224,7 @@ def async_flush_cpu(submits: int = 300) -> dict:
 @pipe_safe
 def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench") -> int:
     """`prog`: the command the user typed, which usage errors and --help name (`gpucosim bench`)."""
-    ap = OneLineParser(prog=prog, description=" ".join(__doc__.split("\n\n")[0].split()))
+    ap = OneLineParser(prog=prog, options_in_errors=True, description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--data-width", type=int_one_of((32, 64, 128, 256)), default=64, metavar="{32,64,128,256}")
     ap.add_argument("-o", "--output", default=str(sim.BUILD / "bench.json"))
     ap.add_argument("--speed-sims", default="verilator", metavar="SIMS",
