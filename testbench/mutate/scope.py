@@ -252,6 +252,8 @@ TESTS = (
     "tests/tools/cli/test_cli_simulator_names.py",
     # (a word too many or out of place, an option mistyped: what each command takes)
     "tests/tools/cli/test_cli_arguments.py",
+    # (what a first simulator build says it costs)
+    "tests/tools/cli/test_cli_build_words.py",
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/submission/test_umd_async.py,
 # which also run the transfer and memory checks with every queue async) are in: the async
