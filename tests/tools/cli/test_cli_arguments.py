@@ -70,3 +70,19 @@ def test_campaigns_name_the_option_meant_and_list_theirs(capsys, module, prog, t
     (err,) = capsys.readouterr().err.splitlines()
     assert err.startswith(f"{prog}: error: unrecognized arguments: {typo} 1: did you mean {meant}? (usage: {prog} [-h]")
     assert f"[{meant} " in err and err.endswith(")"), err
+
+
+def test_bench_help_says_each_option_and_how_long_it_runs(capsys):
+    """`gpucosim bench --help` showed -o OUTPUT and --data-width bare: where the figures go, and
+    what the width is, were the source's; how long a run is, nowhere."""
+    from testbench import bench
+
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--help"], prog="gpucosim bench")
+    assert exc.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for option, words in (("--data-width {32,64,128,256}", "memory bus width in bits"),
+                          ("-o JSON, --output JSON", "where the figures go, as JSON (default build/bench.json)"),
+                          ("--speed-sims SIMS", "simulators the model is compared with")):
+        assert f"{option} {words}" in text, text
+    assert "3 min 47 s from a fresh clone on a quiet machine" in text and "longer on a busy or small one" in text
