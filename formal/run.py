@@ -413,7 +413,7 @@ def main(argv=None) -> int:
 
     from . import mutants as mutants_mod
 
-    ap = OneLineParser(prog="python -m formal",
+    ap = OneLineParser(prog="python -m formal", options_in_errors=True,
                        description="Prove the front end's properties (formal/properties.py) with SymbiYosys.")
     ap.add_argument("--groups", help="comma-separated groups (default: all): " + ", ".join(properties.GROUPS))
     ap.add_argument("--solver", choices=SOLVERS,

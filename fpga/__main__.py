@@ -71,7 +71,7 @@ SEED_MAX = 2**64 - 1  # nextpnr's --seed: an unsigned 64-bit number (a negative 
 
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m fpga", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m fpga", options_in_errors=True, description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
     ap.add_argument("--widths", default=",".join(map(str, WIDTHS)),
                     help=f"data widths, comma-separated, of 32, 64, 128, 256 (default {','.join(map(str, WIDTHS))}; "

@@ -104,6 +104,25 @@ def _backend(text: str) -> str:
 _cycle = integer_in(0, MAX_CYCLE)
 
 
+_u32 = integer_in(0, 0xFFFF_FFFF, bits=32)
+
+
+def _reg_value(text: str) -> int:
+    """regs' VALUE; a register's name there says the order (`gpucosim regs 0x7b0101 CP_ERROR`
+    said only "must be an integer, not 'CP_ERROR'")."""
+    from . import regmap
+
+    try:
+        return _u32(text)
+    except argparse.ArgumentTypeError as e:
+        try:
+            regmap.lookup(text)
+        except regmap.RegisterLookupError:
+            raise e from None
+        raise argparse.ArgumentTypeError(f"{text!r} is a register, not a value: REGISTER comes first "
+                                         f"(gpucosim regs {text} VALUE)") from None
+
+
 MAX_TIMEOUT = 1_000_000  # seconds (11.6 days); the interval timer overflowed at 1e10 (a traceback)
 
 
@@ -193,7 +212,7 @@ def build_parser() -> Parser:
     # (every argument, --help too, is the benchmarks' own: cmd_bench)
     sub.add_parser("bench", help="the benchmarks, as `make bench` runs them", add_help=False)
 
-    d = sub.add_parser("disasm", help="list PM4 (or SDMA) packets from a dword dump, crash report or trace",
+    d = sub.add_parser("disasm", options_in_errors=True, help="list PM4 (or SDMA) packets from a dword dump, crash report or trace",
                        description="Disassemble PM4 dwords: a text dump (hex words, optional `ADDR:` "
                                    "prefixes, # comments), a binary file of little-endian dwords, a crash "
                                    "report's dumps, or the ring and IB dumps in a `run --trace` file.",
@@ -218,7 +237,7 @@ def build_parser() -> Parser:
     d.add_argument("--max-data", type=integer_in(1, 1 << 16), default=8, metavar="N",
                    help="data dwords shown per packet (default 8)")
 
-    r = sub.add_parser("regs", help="print the register map, one register, or decode a value",
+    r = sub.add_parser("regs", options_in_errors=True, help="print the register map, one register, or decode a value",
                        description="Without arguments: every register (offset, reset value, fields). "
                                    "With REGISTER (a name like CP_ERROR or PERF_PACKETS[2], or an offset "
                                    "like 0x14): its fields. With a VALUE too: that value decoded (an array named "
@@ -226,9 +245,9 @@ def build_parser() -> Parser:
                        formatter_class=_Help,
                        epilog="examples:\n  gpucosim regs\n  gpucosim regs status\n  gpucosim regs CP_ERROR 0x7b0101")
     r.add_argument("register", nargs="?", metavar="REGISTER")
-    r.add_argument("value", nargs="?", type=integer_in(0, 0xFFFF_FFFF, bits=32), metavar="VALUE")
+    r.add_argument("value", nargs="?", type=_reg_value, metavar="VALUE")
 
-    pl = sub.add_parser("plot", help="draw a timeline (a `run --trace` file) as a PNG",
+    pl = sub.add_parser("plot", options_in_errors=True, help="draw a timeline (a `run --trace` file) as a PNG",
                         description="Draw a `gpucosim run --trace` timeline as a picture: one row per "
                                     "track, slices as bars. Needs matplotlib.")
     pl.add_argument("trace", type=path_arg, metavar="TRACE", help="the trace JSON")
@@ -412,6 +431,28 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, handler)
 
 
+# what each subcommand takes besides its options, said when it is given a word too many
+# (`gpucosim regs CP_ERROR 0x7b0101 0x1` said only "unrecognized arguments: 0x1")
+TAKES = {
+    "regs": "regs takes at most one REGISTER and one VALUE (gpucosim regs CP_ERROR 0x7b0101)",
+    "plot": "plot takes one TRACE (gpucosim plot TRACE -o PNG; one picture per trace)",
+    "sim": "sim runs the demo and takes no APP (gpucosim run APP runs another)",
+}
+
+
+def _unrecognized(command: str, unknown: list[str]) -> str:
+    """The usage error for arguments `command` does not know. An unknown option is named
+    alone: the word after it, its value, was taken as a positional (`plot --frm 3 t.json`
+    said "unrecognized arguments: --frm t.json": 3 had become TRACE). Else the words too
+    many, and what the subcommand takes (TAKES); its usage is added to an unknown option only
+    (options_in_errors: the options there are, the one meant)."""
+    options = [w for w in unknown if w.startswith("-") and w != "-"]
+    if options:
+        hint = option_hint(options) if command == "sim" else ""  # (sim's options are run's)
+        return f"unrecognized arguments: {' '.join(options)}{f' ({hint})' if hint else ''}"
+    return f"too many arguments ({' '.join(unknown)}): {TAKES.get(command, f'{command} takes no more')}"
+
+
 def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     app_args: list[str] = []
@@ -453,9 +494,8 @@ def _main(argv: list[str] | None = None) -> int:
     else:
         args, unknown = ap.parse_known_args(argv)
         if unknown:  # (named by the subcommand, as its other usage errors are: its --help is the one to read)
-            hint = option_hint(unknown) if args.command == "sim" else ""  # (sim's options are run's)
             ap._subparsers._group_actions[0].choices[args.command].error(  # type: ignore[union-attr]
-                f"unrecognized arguments: {' '.join(unknown)}{f' ({hint})' if hint else ''}")
+                _unrecognized(args.command, unknown))
     sub = ap._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     if args.command in ("run", "sim"):
         return cmd_run(sub, args, app_args)

@@ -160,6 +160,17 @@ def _unmarked(data: bytes) -> bytes:
     return data
 
 
+# Files a newcomer gives by mistake, by their first bytes: each was listed as dwords, a screen
+# of "BAD TYPE" lines and exit status 0 (a picture `gpucosim plot` wrote, a waveform, an archive)
+_MAGIC = ((b"\x89PNG\r\n\x1a\n", "a PNG picture"), (b"%PDF-", "a PDF document"), (b"\xff\xd8\xff", "a JPEG picture"),
+          (b"\x1f\x8b\x08", "a gzip archive"), (b"PK\x03\x04", "a zip archive"), (b"\x7fELF", "an ELF program"),
+          (b"\x80\x04\x95", "a Python pickle"), (b"\x80\x05\x95", "a Python pickle"))
+
+
+def _known_format(data: bytes) -> str | None:
+    return next((kind for magic, kind in _MAGIC if data.startswith(magic)), None)
+
+
 def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
     """Whatever `source` holds: text dump, trace JSON, or binary little-endian dwords."""
     data = _unmarked(data)
@@ -182,6 +193,9 @@ def parse(data: bytes, source: str = "input", base: int = 0) -> list[Dump]:
     except UnicodeDecodeError:
         binary = True
     if binary:
+        if kind := _known_format(data):
+            raise DumpError(f"{source} is {kind}, not a dword dump (give a dump, a crash report or a "
+                            "`gpucosim run --trace` file)")
         if len(data) % 4:
             raise DumpError(f"{source}: {len(data)} bytes is not a whole number of dwords")
         if not data:

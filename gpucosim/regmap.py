@@ -57,6 +57,11 @@ def lookup(name: str) -> tuple[type[Register], int]:
             for i in range(r.ARRAY_LEN):
                 if r.addr(i) == off:
                     return r, i
+        last = max(regs.REGISTERS, key=lambda r: r.addr(r.ARRAY_LEN - 1))
+        end = last.addr(last.ARRAY_LEN - 1)
+        if off > end:  # (`gpucosim regs 0x7b0101`: a value to decode, given without its register)
+            raise RegisterLookupError(f"no register at offset {off:#x}: the map ends at {end:#x} ({last.NAME}); "
+                                      f"a VALUE to decode follows its REGISTER (gpucosim regs CP_ERROR {text})")
         if off % 4:  # (registers are dwords: say where the nearest one is)
             near = [r.NAME if r.ARRAY_LEN == 1 else f"{r.NAME}[{i}]" for r in regs.REGISTERS
                     for i in range(r.ARRAY_LEN) if r.addr(i) == off & ~3]

@@ -130,8 +130,9 @@ MUTMUT_MARK = "\u01c1"  # (ǁ: mutmut names its copies x<mark><class><mark><meth
 
 def _members(cls: type, own_only: bool) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """(attributes, methods) an app reads or calls on `cls`: public properties and functions
-    of the class and of its UMD bases (a Timestamp's are its own: it says it is an Event)."""
-    chain = [cls] if own_only else [c for c in cls.__mro__ if c.__module__.startswith("umd.")]
+    of the class and of its UMD bases (a Timestamp's are its own: it says it is an Event); the
+    errors' module is `umd` itself (umd/errors.py names them so)."""
+    chain = [cls] if own_only else [c for c in cls.__mro__ if c.__module__.split(".")[0] == "umd"]
     attrs: dict[str, Any] = {}
     methods: dict[str, Any] = {}
     for c in reversed(chain):
@@ -217,7 +218,8 @@ def render(header: str) -> str:
     lines.append("## Errors\n")
     lines.append("What the UMD raises for what went wrong on the GPU or in the kernel (an app's own mistake "
                  "in a call's arguments is Python's TypeError or ValueError naming the call). Each "
-                 "pickles with its message and attributes, so a worker process can hand it back.\n")
+                 "pickles with its message and attributes, so a worker process can hand it back, and a "
+                 "traceback names it as an app imports it (`umd.GpuError: ...`).\n")
     for e in ERRORS:
         bases = ", ".join(b.__name__ for b in e.__bases__)
         lines.append(f"### `{e.__name__}` ({bases})\n")

@@ -164,3 +164,10 @@ class NotPermitted(PermissionError):
 
     def __reduce__(self):
         return type(self), (self.strerror,), self.__dict__
+
+
+# Named as an app imports them: a traceback's last line said `umd.errors.GpuError: ...`, a
+# module no app names (umd/__init__ exports these; pickle finds them there too).
+for _cls in (UmdError, GpuError, GpuTimeout, SubmitError, OutOfMemory, DeviceLost, QueueBanned, NotPermitted):
+    _cls.__module__ = "umd"
+del _cls

@@ -77,6 +77,25 @@ def _record(key: str, seconds: float) -> None:
     p.write_text(json.dumps(data))
 
 
+def first_build_words(backend: str, cores: int | None = None, load: float | None = None) -> str:
+    """What a first build costs, with nothing measured here yet. A Verilator build is some two
+    minutes of C++ compiling (2 min 14 s of CPU for gpu-dw64): its wall time is that spread on
+    the cores there are, and those the machine's other work leaves (it said "1-3 minutes" and
+    took 5 min 18 s on a shared 2-core machine). `cores`, `load`: this machine's, by default."""
+    if backend != "verilator":
+        return "under a minute"
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = None
+    busy = f", load {load:.1f}" if load is not None else ""
+    return (f"about 2 minutes of CPU time; the wait depends on the cores free: {cores} core{'s' if cores != 1 else ''} "
+            f"here{busy} (a shared 2-core machine took 5 minutes)")
+
+
 def run_app(opts: RunOptions) -> int:
     """Run `opts.app`; returns its exit code (2: it could not be started)."""
     if opts.backend not in BACKENDS:
@@ -309,9 +328,9 @@ def _run_rtl(opts: RunOptions) -> int:
     est = _estimate(key)
     if not console_enabled(sys.stderr) and not sim.is_built(design, opts.backend, waves=waves):
         # (no progress line off a terminal: say once what the wait is)
-        print(f"gpucosim: {label}, once for this configuration"
-              + (f" (about {est:.0f} s last time)" if est else
-                 (" (1-3 minutes)" if opts.backend == "verilator" else " (under a minute)")), file=sys.stderr, flush=True)
+        print(f"gpucosim: {label}, once for this configuration ("
+              + (f"about {est:.0f} s last time" if est else first_build_words(opts.backend)) + ")",
+              file=sys.stderr, flush=True)
     try:
         with Console(label, status=lambda: {"estimate": est} if est else None):
             sim.build(design, opts.backend, waves=waves)  # before the app's output starts

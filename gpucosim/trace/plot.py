@@ -178,6 +178,17 @@ def pyplot():
     return plt
 
 
+def _not_json(trace: str | Path, e: json.JSONDecodeError) -> str:
+    """Why `trace` is no JSON: JSON's words, or what the file is when that says more (an empty
+    file and a crash report were "line 1, column 1: Expecting value")."""
+    head = e.doc.lstrip()[:40]
+    if not head:
+        return f"{trace} is empty (plot the file `gpucosim run APP --trace FILE` wrote)"
+    if head.startswith("gpucosim crash report"):
+        return f"{trace} is a crash report, not a trace: its dumps are listed by gpucosim disasm {trace}"
+    return f"{trace} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})"
+
+
 def plot(trace: str | Path, output: str | Path, *, start: float | None = None, end: float | None = None,
          title: str | None = None, width: float = 14.0) -> Path:
     plt = pyplot()
@@ -188,7 +199,7 @@ def plot(trace: str | Path, output: str | Path, *, start: float | None = None, e
     except OSError as e:
         raise PlotError(f"cannot read {trace}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
-        raise PlotError(f"{trace} is not a JSON trace (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise PlotError(_not_json(trace, e)) from None
     except UnicodeDecodeError as e:  # (it said "cannot read F: 'utf-8' codec can't decode byte 0xfc in ...")
         raise PlotError(f"{trace} is not a JSON trace: byte {e.start} is not UTF-8 text (plot the file "
                         "`gpucosim run APP --trace FILE` wrote)") from None

@@ -39,7 +39,7 @@ from .streams.stream import LIST_WIDTH, wrapped  # noqa: F401 (LIST_WIDTH: --lis
 
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m testbench.difftest", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.difftest", options_in_errors=True, description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator",
                     help="verilator, icarus, model (model vs model: a generator self-check), or a comma list")
     ap.add_argument("--seed", default=None, help="master seed (default $GPUCOSIM_SEED, else a fixed one)")

@@ -36,7 +36,7 @@ DEFAULT_SAMPLE = 0.10  # the whole chosen set runs in the 30-minute budget on a 
 
 @pipe_safe
 def main(argv: list[str] | None = None) -> int:
-    ap = OneLineParser(prog="python -m testbench.mutate", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m testbench.mutate", options_in_errors=True, description=__doc__.splitlines()[0])
     part = ap.add_mutually_exclusive_group()
     part.add_argument("--python", action="store_true", help="the Python layers only")
     part.add_argument("--rtl", action="store_true", help="the curated RTL mutants only")

@@ -259,7 +259,7 @@ def run_rtl(report, deadline: float, jobs: int = 2, names: list[str] | None = No
 @pipe_safe
 def main(argv: list[str]) -> int:
     known = [m.patch.name for m in MUTANTS]
-    ap = OneLineParser(prog="python -m testbench.mutate.rtl",
+    ap = OneLineParser(prog="python -m testbench.mutate.rtl", options_in_errors=True,
                                  description="Run RTL mutants one by one, each with its tests' output "
                                              "(all of them without NAME; `baseline` is the unmutated RTL).",
                                  epilog=f"mutants: {', '.join(known)}")

@@ -250,6 +250,12 @@ TESTS = (
     "tests/tools/harness/test_model_speed.py",
     # (the simulator names every entry point refuses alike: testbench/simnames.py)
     "tests/tools/cli/test_cli_simulator_names.py",
+    # (a word too many or out of place, an option mistyped: what each command takes)
+    "tests/tools/cli/test_cli_arguments.py",
+    # (what a first simulator build says it costs)
+    "tests/tools/cli/test_cli_build_words.py",
+    # (the wrong file given to disasm or plot: what it is)
+    "tests/tools/cli/test_cli_wrong_files.py",
 )
 # The asynchronous submission thread (umd/submit.py) and its tests (tests/umd/submission/test_umd_async.py,
 # which also run the transfer and memory checks with every queue async) are in: the async

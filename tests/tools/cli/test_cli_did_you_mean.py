@@ -26,7 +26,7 @@ def test_a_mistyped_option_names_the_option_meant(capsys):
     assert usage_error(capsys, "run", "--trce", "x.json", "examples/hello.py", "--sim", "model") == (
         "gpucosim run: error: unrecognized arguments before APP: --trce (did you mean --trace?)")
     assert usage_error(capsys, "sim", "--sim", "model", "--simm", "x") == (
-        "gpucosim sim: error: unrecognized arguments: --simm x (did you mean --sim?)")
+        "gpucosim sim: error: unrecognized arguments: --simm (did you mean --sim?)")  # (x: its value)
 
 
 def test_a_mistyped_app_names_the_app_meant(capsys, tmp_path):

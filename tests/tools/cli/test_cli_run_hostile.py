@@ -489,7 +489,7 @@ def test_an_app_that_raises_gets_its_own_traceback_and_no_leak_report(tmp_path):
     r = gpucosim("run", str(hang), "--sim", "model", "--crash-dir", str(tmp_path / "crash"), "--stats")
     tb = r.stderr[r.stderr.index("Traceback"):].splitlines()
     assert tb[1:3] == [f'  File "{hang}", line 7, in main', "    q.signal().wait()"], r.stderr
-    assert tb[3].startswith("umd.errors.GpuError: GPU error: job 0x1 timed out") and "kmd_model" not in r.stderr
+    assert tb[3].startswith("umd.GpuError: GPU error: job 0x1 timed out") and "kmd_model" not in r.stderr
     assert "direct cause" not in r.stderr and "LEAK" not in r.stderr
     assert "the app raised (status 1): what it held then" in r.stderr  # (--stats asked for the report)
 

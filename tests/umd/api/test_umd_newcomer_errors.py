@@ -102,7 +102,7 @@ def test_a_high_priority_queue_without_the_right_is_one_readable_line():
     assert str(e) == said and e.errno == errno.EACCES and isinstance(e, umd.NotPermitted)
     back = pickle.loads(pickle.dumps(e))
     assert (type(back), str(back), back.errno) == (umd.NotPermitted, said, errno.EACCES)
-    assert "".join(traceback.format_exception_only(e)) == f"umd.errors.NotPermitted: {said}\n"
+    assert "".join(traceback.format_exception_only(e)) == f"umd.NotPermitted: {said}\n"
     gpu.queue(priority="normal").finish()  # the device runs on
 
 
@@ -243,3 +243,13 @@ def test_a_device_and_queue_whose_driver_went_say_lost():
     assert str(got.value).startswith("close: <umd.Queue ctx 1 api v3>: 1 command recorded and never submitted did "
                                       "not run: this Device's file was closed by the driver")
     assert (repr(gpu), repr(q)) == ("<umd.Device model api v3 closed>", "<umd.Queue ctx 1 api v3 closed>")
+
+
+@pytest.mark.parametrize("name", ["UmdError", "GpuError", "GpuTimeout", "SubmitError", "OutOfMemory", "DeviceLost",
+                                  "QueueBanned", "NotPermitted"])
+def test_a_traceback_names_each_error_as_an_app_imports_it(name):
+    """A traceback's last line said `umd.errors.GpuError: ...`, a module no app imports; it is
+    `umd.GpuError`, and pickle (a worker's error handed back) finds the class there."""
+    cls = getattr(umd, name)
+    assert f"{cls.__module__}.{cls.__qualname__}" == f"umd.{name}"
+    assert pickle.loads(pickle.dumps(cls)) is cls

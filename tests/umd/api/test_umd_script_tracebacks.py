@@ -83,7 +83,7 @@ def test_a_refused_submission_in_main_is_mains_lines_and_the_error(tmp_path):
     assert lines[:6] == ["Traceback (most recent call last):", f'  File "{app}", line 12, in <module>',
                          "    sys.exit(main())", f'  File "{app}", line 9, in main', "    q.finish()",
                          lines[5]], r.stderr
-    assert lines[5].startswith("umd.errors.SubmitError: ") and "0x7b" in lines[5], r.stderr
+    assert lines[5].startswith("umd.SubmitError: ") and "0x7b" in lines[5], r.stderr
     assert "kmd_model" not in r.stderr and str(ROOT / "umd") not in r.stderr and "direct cause" not in r.stderr
 
 
