@@ -8,8 +8,9 @@ own code (its `__main__`) opens the GPU (install_for_script).
 The script's `import umd` installs it too, so that the lines before its umd.open() (the
 tutorial's `kmd_model.bind(RefModel())`) have it. Only what the drivers raise for the app is
 trimmed there: the UMD's errors (UmdError and its subclasses, NotPermitted), the KMD's
-(KmdError), an argument mistake said as TypeError or ValueError, and ^C (KeyboardInterrupt). An exception of the app's own code is Python's traceback, whole, as is
-any other exception out of the drivers (a bug of theirs: its frames are where to look).
+(KmdError), an argument mistake said as TypeError or ValueError, and ^C (KeyboardInterrupt).
+An exception of the app's own code is Python's traceback, whole, as is any other exception
+out of the drivers (a bug of theirs: its frames are where to look).
 """
 
 from __future__ import annotations

@@ -225,8 +225,9 @@ def async_flush_cpu(submits: int = 300) -> dict:
 def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench") -> int:
     """`prog`: the command the user typed, which usage errors and --help name (`gpucosim bench`)."""
     ap = OneLineParser(prog=prog, options_in_errors=True, description=" ".join(__doc__.split("\n\n")[0].split()),
-                       epilog="It builds the Verilator designs it needs and runs them: 3 min 47 s from a fresh "
-                              "clone on a quiet machine (docs/architecture.md), longer on a busy or small one. "
+                       epilog="It builds the Verilator designs it needs and runs them, the cocotb-clock baselines "
+                              "and (unless --speed-sims none) the model against each simulator: tens of minutes on "
+                              "2 cores (76 min for --data-width 32 --speed-sims none on a loaded 2-core machine). "
                               "Ctrl-C stops it; -o is written only at the end, an earlier report left as it was.")
     # (-o and --data-width had no help: `gpucosim bench --help` showed them bare)
     ap.add_argument("--data-width", type=int_one_of((32, 64, 128, 256)), default=64, metavar="{32,64,128,256}",

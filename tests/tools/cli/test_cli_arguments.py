@@ -85,4 +85,4 @@ def test_bench_help_says_each_option_and_how_long_it_runs(capsys):
                           ("-o JSON, --output JSON", "where the figures go, as JSON (default build/bench.json)"),
                           ("--speed-sims SIMS", "simulators the model is compared with")):
         assert f"{option} {words}" in text, text
-    assert "3 min 47 s from a fresh clone on a quiet machine" in text and "longer on a busy or small one" in text
+    assert "tens of minutes on 2 cores" in text and "unless --speed-sims none" in text
