@@ -1,7 +1,8 @@
 """The contract, checked by an outside driver writer (tests/model/contract/contract_driver.py, from
 the docs alone; split by concept from test_contract_vm.py, which has the page tables and
 faults): the SDMA's accesses and the kernel's own traffic under translation. The SDMA needs
-the permissions the CP does, its fetch faults at page edges, a soft reset while it reports
+the permissions the CP does, a page with EXECUTABLE alone is fetched by both engines and
+read by neither, its fetch faults at page edges, a soft reset while it reports
 an error; VMID 0 translated (ring fetches, write-backs, IH entries) and IH entry writes that
 fault under it.
 
@@ -15,8 +16,8 @@ from __future__ import annotations
 from tests.model.contract.contract_driver import (EXECUTABLE, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PA_RO,
                                                   PT_L1, READABLE, RING, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE,
                                                   VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up,
-                                                  expect_sdma_error, ib, lo_hi, map_vmid1, pm4_packets, release_mem,
-                                                  sdma, sdma_packets, write_data)
+                                                  dma_data, expect_fault, expect_sdma_error, ib, lo_hi, map_vmid1,
+                                                  pm4_packets, release_mem, sdma, sdma_packets, wait_mem, write_data)
 from tests.model.contract.on_the_model import on_the_model
 
 
@@ -313,10 +314,54 @@ def check_sdma_fetch_faults_at_page_edges_and_virtual_addresses(dev):
         ("SDMA_POLL_TIMEOUT", 1, VA_OUT + 0x5C, 0, 0x0BAD), e
 
 
+def check_an_executable_page_is_fetched_not_read(dev):
+    """EXECUTABLE lets commands be fetched from a page, not read (docs/hardware.md, Page tables
+    and faults: ring and IB fetches need EXECUTABLE, polls and DMA sources READABLE; the MMU's
+    "a read needs READABLE (EXECUTABLE for a FETCH)"). A page whose PTE has EXECUTABLE alone:
+    an IB in it runs on the CP and on the SDMA, and a WAIT_REG_MEM poll and a DMA_DATA source
+    in that page (named by IBs in it, so its leaf is in the TLB by then) are PERMISSION faults
+    at level 1, ACCESS READ and DMA_READ with the READ hint; the SDMA's POLL_REGMEM and
+    COPY_LINEAR source there are its VM_FAULT at the address named, VM_FAULT_STATUS 0."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    va_x, pa_x = 0x106000, 0x94000  # EXECUTABLE alone
+    g.w64(PT_L1 + 8 * (va_x >> 12 & 511), pa_x | VALID | EXECUTABLE)
+    P, S = pm4_packets(), sdma_packets()
+    g.w32(pa_x + 0x800, [0x5A5A] * 8)  # what the polls and copies would read
+    body = write_data(VA_OUT + 0x10, [0xA1])
+    g.w32(pa_x, body)
+    st = ring.run(ib(va_x, len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x10) == 0xA1, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    R, DR = 0, 3
+    g.w32(pa_x + 0x40, wait_mem(va_x + 0x800, 0, 0, "ALWAYS"))
+    ring.submit(ib(va_x + 0x40, 7, VMID=1))
+    expect_fault(ring, ih, va_x + 0x800, R, 1, 1, P["WAIT_REG_MEM"].opcode, 0, 0x40)
+    body = dma_data(VA_OUT + 0x100, va_x + 0x804, 16, CP_SYNC=1)
+    g.w32(pa_x + 0x80, body)
+    ring.submit(ib(va_x + 0x80, len(body), VMID=1))
+    expect_fault(ring, ih, va_x + 0x804, DR, 1, 1, P["DMA_DATA"].opcode, 0, 0x40)
+    assert g.r32(PA_OUT + 0x100, 4) == [0] * 4, "nothing copied from a page without READABLE"
+    s = SdmaRing(g, SRING, 6)
+    body = sdma("FENCE", DATA=0xB2, **lo_hi("ADDR", VA_OUT + 0x20, 2))
+    g.w32(pa_x + 0x200, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", va_x + 0x200, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x20) == 0xB2, g.fields("SDMA_ERROR")
+    cases = [(sdma("POLL_REGMEM", **lo_hi("ADDR", va_x + 0x808, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="MEMORY",
+                   INTERVAL=1, RETRY_COUNT=0xFFF), "POLL_REGMEM", va_x + 0x808),
+             (sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", va_x + 0x810), **lo_hi("DST_ADDR", VA_OUT + 0x200)),
+              "COPY_LINEAR", va_x + 0x810)]
+    for k, (body, name, va) in enumerate(cases):
+        g.w32(pa_x + 0x240 + 0x40 * k, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", va_x + 0x240 + 0x40 * k, 5), IB_SIZE=len(body), VMID=1))
+        expect_sdma_error(s, ih, "VM_FAULT", "IB1", S[name].opcode, va, 0)
+        assert g.read("VM_FAULT_STATUS") == 0, name
+    assert g.r32(PA_OUT + 0x200, 2) == [0, 0], "nothing copied from a page without READABLE"
+
+
 CHECKS = [check_sdma_accesses_need_what_the_cps_do, check_vmid_0_translated_moves_the_kernels_own_traffic,
           check_ih_entry_writes_that_fault_under_vmid_0,
           check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry,
-          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses]
+          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses, check_an_executable_page_is_fetched_not_read]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)
