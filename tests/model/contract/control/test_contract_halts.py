@@ -3,7 +3,7 @@ the docs alone): what the driver's control registers do to work in flight. Halts
 doorbells: CONTROL.HALT and SDMA_CNTL.HALT stop at a packet boundary, STATUS.HALTED while
 the other queue is stopped by an error or the halted CP works without a packet, doorbells
 written in part or overflowing, STATUS.IDLE right after a doorbell, the SDMA's entry waiting
-for the CP's packet in hand (resets and counters: test_contract_resets.py).
+for the CP's packet in hand, doorbells written while a reset drains a fill (resets and counters: test_contract_resets.py).
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -340,10 +340,85 @@ def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
     return {"taken_at_once": taken}
 
 
+def check_doorbells_during_a_reset_are_ignored(dev):
+    """docs/hardware.md: a queue's reset (CP_QUEUE_RESET.Qn, SDMA_CNTL.QUEUE_RESET) is done
+    when its IDLE reads 1, and its doorbells before that are ignored; CONTROL.SOFT_RESET's
+    parts (the CP with both queues, the SDMA) each ignore their doorbells until their own
+    bursts are done. Each reset here catches a 64 KiB fill under way; a doorbell written
+    while a read after it still finds the queue's IDLE 0 is lost: once IDLE reads 1 the wptr
+    is 0 and the packet it named never runs, and ringing it again after IDLE runs it. (The
+    model resets at once: its doorbells after a reset are taken. On the RTL every reset
+    here drains a fill, and the doorbell lands before it has.)"""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8)
+    rtl = g.dev.name != "model"
+    fill = 1 << 16
+    cp_fill = dma_data(0x1000000, 0x1, fill, SRC_SEL="DATA", CP_SYNC=1)
+    sdma_fill = sdma("CONSTANT_FILL", SRC_DATA=0x2, COUNT=fill - 1, **lo_hi("DST_ADDR", 0x1000000))
+
+    def ring_during(reset, ring, status, wptr_reg, marker, busy):
+        """`reset()` with `busy` under way on `ring`; then ring's doorbell for a WRITE_DATA
+        (FENCE) of `marker` at its start; returns whether the doorbell came during the reset."""
+        ring.wptr = 0
+        busy()
+        g.dev.delay(50)
+        reset()
+        ring.wptr = 0
+        g.w32(OUT + 4 * (marker & 0xF), [0])
+        if ring is s:
+            ring.emit(sdma("FENCE", DATA=marker, **lo_hi("ADDR", OUT + 4 * (marker & 0xF), 2)))
+            g.write("SDMA_DOORBELL", ring.wptr)
+        else:
+            ring.emit(write_data(OUT + 4 * (marker & 0xF), [marker]))
+            ring.doorbell()
+        during = g.fields(status)["IDLE"] == 0
+        g.until(lambda: g.fields(status)["IDLE"], f"{status}.IDLE after the reset", cycles=1_000_000, step=10)
+        g.dev.delay(100)
+        got = (g.read(wptr_reg), g.r32(OUT + 4 * (marker & 0xF)))
+        if during:
+            assert got == (0, 0), f"{marker:#x}: a doorbell during the reset was taken: wptr, marker {got}"
+            if ring is s:
+                g.write("SDMA_DOORBELL", ring.wptr)
+            else:
+                ring.doorbell()
+            g.until(lambda: g.r32(OUT + 4 * (marker & 0xF)) == marker, f"{marker:#x} rung again after IDLE")
+        else:
+            g.until(lambda: g.r32(OUT + 4 * (marker & 0xF)) == marker, f"{marker:#x} taken after the reset")
+        g.idle(status)
+        reset()  # the pointers back to 0 for the next round
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        q0.wptr = q1.wptr = s.wptr = 0
+        return during
+
+    seen = {}
+    seen["CP_QUEUE_RESET.Q0"] = ring_during(lambda: g.set("CP_QUEUE_RESET", Q0=1), q0, "STATUS", "RB_WPTR", 0xD0,
+                                            lambda: q0.submit(cp_fill))
+    seen["CP_QUEUE_RESET.Q1"] = ring_during(lambda: g.set("CP_QUEUE_RESET", Q1=1), q1, "CP_HQD1_STATUS",
+                                            "CP_HQD1_RB_WPTR", 0xD1, lambda: q1.submit(cp_fill))
+    seen["SDMA_CNTL.QUEUE_RESET"] = ring_during(lambda: g.set("SDMA_CNTL", QUEUE_RESET=1), s, "SDMA_STATUS",
+                                                "SDMA_RB_WPTR", 0xD2, lambda: s.submit(sdma_fill))
+    # CONTROL.SOFT_RESET with each engine's fill under way: each part's own doorbell
+    for name, ring, status, wptr_reg, marker, busy in (
+            ("SOFT_RESET, queue 0", q0, "STATUS", "RB_WPTR", 0xD3, lambda: q0.submit(cp_fill)),
+            ("SOFT_RESET, queue 1", q1, "CP_HQD1_STATUS", "CP_HQD1_RB_WPTR", 0xD4, lambda: q1.submit(cp_fill)),
+            ("SOFT_RESET, SDMA", s, "SDMA_STATUS", "SDMA_RB_WPTR", 0xD5, lambda: s.submit(sdma_fill)),
+            # the CP's part is both queues': queue 0's doorbell while queue 1's fill drains
+            # (STATUS.IDLE may read 1 then: the one IDLE that tells is CP_HQD1_STATUS's)
+            ("SOFT_RESET, queue 0 while queue 1 drains", q0, "CP_HQD1_STATUS", "RB_WPTR", 0xD6,
+             lambda: q1.submit(cp_fill))):
+        seen[name] = ring_during(lambda: g.set("CONTROL", SOFT_RESET=1), ring, status, wptr_reg, marker, busy)
+    assert g.read("IH_WPTR") == 0, "no entry was raised"
+    assert all(v == rtl for v in seen.values()), f"doorbells during the resets (RTL {rtl}): {seen}"
+    assert g.fields("STATUS")["ERROR"] == g.fields("CP_HQD1_STATUS")["ERROR"] == g.fields("SDMA_STATUS")["ERROR"] == 0
+    return seen
+
+
 CHECKS = [check_halts_stop_at_a_packet_boundary, check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
           check_partial_doorbells_overflow_and_control_writes, check_idle_reads_0_until_a_doorbell_is_taken,
           check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
-          check_sdma_entry_waits_for_the_cp_packet_in_hand]
+          check_sdma_entry_waits_for_the_cp_packet_in_hand, check_doorbells_during_a_reset_are_ignored]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
