@@ -3,7 +3,8 @@ the docs alone; split by concept from test_contract_vm.py, which has the page ta
 faults): the TLB and its invalidation. New tables need an invalidation, what
 VM_INVALIDATE_REQ drops (VMIDs, pages), the leaves the TLB keeps (a permission fault's, not a
 failed walk), a soft reset that keeps the TLB, every poll translated (a page taken away or
-remapped while a wait polls), and the CP queues keeping their VMIDs across turns and resets.
+remapped while a wait polls), the CP queues keeping their VMIDs across turns and resets, and
+a VMID switched off reading no TLB entry it left.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus (as contract_vm__check_*,
@@ -395,10 +396,52 @@ def check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses(dev):
             assert first >= n + 1 and second > 0, f"{n + 1} pages in a TLB of {entries}: {first}, then {second} walks"
 
 
+def check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds(dev):
+    """A VMID whose VM_CONTEXT_CNTL.ENABLE is clear is not translated: its addresses are
+    physical (docs/hardware.md, Virtual memory), though the TLB still holds the leaves its
+    tables left (clearing ENABLE invalidates nothing): fetches, writes and polls of the CP's
+    IBs and the SDMA's under that VMID go to the numerically same physical addresses, the
+    PERF_TLB_* counters (translations of VMIDs with translation enabled) do not move, and
+    ENABLE set again translates through the kept leaves as before."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    body = write_data(VA_OUT + 0x50, [0xE1])
+    g.w32(PA_CODE, body)
+    assert ring.run(ib(VA_CODE, len(body), VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x50) == 0xE1
+    s = SdmaRing(g, SRING, 6)
+    fence = sdma("FENCE", DATA=0xE2, **lo_hi("ADDR", VA_OUT + 0x54, 2))
+    g.w32(PA_CODE + 0x100, fence)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=len(fence), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x54) == 0xE2, g.fields("SDMA_ERROR")
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=0)  # VA_CODE, VA_OUT of VMID 1 stay in the TLB
+    counters = ("PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES")
+    before = [g.read(c) for c in counters]
+    g.w32(VA_RO + 0x10, [0x77])  # the dword the poll reads, at the physical address VA_RO
+    body = wait_mem(VA_RO + 0x10, 0x77, M32, "EQ") + write_data(VA_OUT + 0x58, [0xE3])
+    g.w32(VA_CODE, body)  # the IB at the physical address VA_CODE
+    st = ring.run(ib(VA_CODE, len(body), VMID=1))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert (g.r32(VA_OUT + 0x58), g.r32(PA_OUT + 0x58)) == (0xE3, 0), "VMID 1 switched off wrote through the TLB"
+    poll = sdma("POLL_REGMEM", **lo_hi("ADDR", VA_RO + 0x10, 2), VALUE=0x77, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                INTERVAL=1, RETRY_COUNT=0)
+    body = poll + sdma("FENCE", DATA=0xE4, **lo_hi("ADDR", VA_OUT + 0x5C, 2))
+    g.w32(VA_CODE + 0x100, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0, g.fields("SDMA_ERROR")
+    assert (g.r32(VA_OUT + 0x5C), g.r32(PA_OUT + 0x5C)) == (0xE4, 0), "the SDMA's VMID 1 switched off: physical"
+    assert not ih.pop(), "the poll matched at its first read: no POLL_TIMEOUT entry"
+    assert [g.read(c) for c in counters] == before, f"{counters} moved while VMID 1 is not translated"
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0xE5]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    assert (g.r32(PA_OUT + 0x60), g.r32(VA_OUT + 0x60)) == (0xE5, 0), "ENABLE set again: translated"
+
+
 CHECKS = [check_vm_new_tables_need_an_invalidation, check_soft_reset_keeps_the_tlb_and_clears_the_fault,
           check_vm_page_taken_away_while_polling_faults_the_poll, check_vm_permission_fault_keeps_its_leaf,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
-          check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses]
+          check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses,
+          check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)
