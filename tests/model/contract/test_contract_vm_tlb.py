@@ -4,7 +4,7 @@ faults): the TLB and its invalidation. New tables need an invalidation, what
 VM_INVALIDATE_REQ drops (VMIDs, pages), the leaves the TLB keeps (a permission fault's, not a
 failed walk), a soft reset that keeps the TLB, every poll translated (a page taken away or
 remapped while a wait polls), the CP queues keeping their VMIDs across turns and resets, and
-a VMID switched off reading no TLB entry it left.
+a VMID switched off reading no TLB entry it left, a request written over a pending one.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus (as contract_vm__check_*,
@@ -437,11 +437,45 @@ def check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds(dev):
     assert (g.r32(PA_OUT + 0x60), g.r32(VA_OUT + 0x60)) == (0xE5, 0), "ENABLE set again: translated"
 
 
+def check_an_invalidation_written_over_a_pending_one_replaces_it(dev):
+    """VM_INVALIDATE_REQ written while the previous request is pending replaces it
+    (registers.md): two requests back to back (VMID 1's page, then VMID 2's), and from the
+    second write on VM_INVALIDATE_ACK reads 0 or the second request's VMIDs, never the
+    first's, then the second's; VMID 2 reads the new entry; VMID 1's entry may or may not
+    have gone (the RTL takes a request between translations), so the driver writes VMID 1's
+    request again and waits for its ACK, after which it reads the new entry too."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 2)  # VMID 2: the same tables
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+
+    def run(vmid, off, value):
+        g.w32(PA_CODE + 0x200 * vmid, write_data(VA_OUT + off, [value]))
+        assert ring.run(ib(VA_CODE + 0x200 * vmid, 5, VMID=vmid))["ERROR"] == 0
+        return g.r32(PA_OUT + off), g.r32(PA_OUT2 + off)
+
+    assert run(1, 0x70, 0x71) == (0x71, 0) and run(2, 0x74, 0x72) == (0x72, 0)
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 2, ALL_ADDR=0)
+    seen = []
+    g.until(lambda: seen.append(g.read("VM_INVALIDATE_ACK")) or seen[-1] == 1 << 2, "ACK = VMID 2", step=1)
+    assert set(seen) <= {0, 1 << 2}, f"VM_INVALIDATE_ACK after the second request: {[hex(v) for v in seen]}"
+    assert run(2, 0x78, 0x73) == (0, 0x73), "VMID 2's request was carried out"
+    old = run(1, 0x7C, 0x74) == (0x74, 0)  # VMID 1's entry: gone or not
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x80, 0x75) == (0, 0x75), f"VMID 1 after its own request (before it: old entry {old})"
+
+
 CHECKS = [check_vm_new_tables_need_an_invalidation, check_soft_reset_keeps_the_tlb_and_clears_the_fault,
           check_vm_page_taken_away_while_polling_faults_the_poll, check_vm_permission_fault_keeps_its_leaf,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
           check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses,
-          check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds]
+          check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds,
+          check_an_invalidation_written_over_a_pending_one_replaces_it]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)
