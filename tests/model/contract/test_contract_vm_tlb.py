@@ -443,7 +443,9 @@ def check_an_invalidation_written_over_a_pending_one_replaces_it(dev):
     second write on VM_INVALIDATE_ACK reads 0 or the second request's VMIDs, never the
     first's, then the second's; VMID 2 reads the new entry; VMID 1's entry may or may not
     have gone (the RTL takes a request between translations), so the driver writes VMID 1's
-    request again and waits for its ACK, after which it reads the new entry too."""
+    request again and waits for its ACK, after which it reads the new entry too. And
+    VM_INVALIDATE_ADDR_HI (virtual address bits 47:44) is part of the page a request names:
+    set, the page is beyond the default build's reach and drops nothing."""
     g, ring, ih = bring_up(dev)
     map_vmid1(g)
     g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 2)  # VMID 2: the same tables
@@ -468,6 +470,18 @@ def check_an_invalidation_written_over_a_pending_one_replaces_it(dev):
     g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
     g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
     assert run(1, 0x80, 0x75) == (0, 0x75), f"VMID 1 after its own request (before it: old entry {old})"
+    # VM_INVALIDATE_ADDR_HI is part of the page: a page whose bits 47:44 are set (HI 1, LO
+    # the low bits of VA_OUT's page) is beyond the 2-level tables' reach and drops nothing
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 1)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x84, 0x76) == (0, 0x76), "a page with VM_INVALIDATE_ADDR_HI 1 dropped VA_OUT's entry"
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x88, 0x77) == (0x77, 0), "VA_OUT's page with VM_INVALIDATE_ADDR_HI 0"
 
 
 CHECKS = [check_vm_new_tables_need_an_invalidation, check_soft_reset_keeps_the_tlb_and_clears_the_fault,
