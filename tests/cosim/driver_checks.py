@@ -423,6 +423,13 @@ ICARUS_SECONDS = {
     "contract_control__check_sdma_poll_timeout_and_error_entries_lost_disabled_dropped_full": 0.40,
     "contract_driver__check_stall_cycles_count_memory_waits_not_holds": 1.72,
     "contract_control__check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry": 0.60,
+    # (driver-writer-15: one Icarus session each, 64-bit bus, 7 December 2026, beside Verilator runs)
+    "contract_vm__check_an_executable_page_is_fetched_not_read": 1.41,
+    "contract_vm__check_vm_fault_status_shows_a_fault_beside_the_other_queue_s_other_error": 0.19,
+    "contract_control__check_doorbells_during_a_reset_are_ignored": 2.27,
+    "contract_vm__check_a_huge_page_s_executable_bit_gates_fetches_from_it": 1.05,
+    "contract_vm__check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds": 0.29,
+    "contract_vm__check_an_invalidation_written_over_a_pending_one_replaces_it": 0.28,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
 SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator

@@ -108,7 +108,13 @@ LAYOUT = ("kmd_ioctl__check_bind_and_info", "kmd_ioctl__check_trace", "kmd_vm__c
           "contract_driver__check_poll_counters_count_a_faulting_read_and_none_beyond_the_bus",
           "contract_vm__check_vm_faults_past_a_huge_page_s_end",
           # (7 December: DECERR at 64 MiB and VMID 1's two-level tables, map_vmid1)
-          "contract_engines__check_byte_counters_count_no_refused_write")
+          "contract_engines__check_byte_counters_count_no_refused_write",
+          # (driver-writer-15: VMID 1's two-level tables, map_vmid1)
+          "contract_vm__check_an_executable_page_is_fetched_not_read",
+          "contract_vm__check_vm_fault_status_shows_a_fault_beside_the_other_queue_s_other_error",
+          "contract_vm__check_a_huge_page_s_executable_bit_gates_fetches_from_it",
+          "contract_vm__check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds",
+          "contract_vm__check_an_invalidation_written_over_a_pending_one_replaces_it")
 
 
 def _checks() -> dict:

@@ -2,7 +2,8 @@
 the docs alone): virtual memory, its page tables and faults. Page tables as docs/hardware.md
 lays them out, the bits the MMU ignores, every fault cause and access kind with what
 VM_FAULT_* and the UTCL2 entry hold, faults at page edges, walks and leaves that meet bus
-errors, which queue's fault VM_FAULT_STATUS shows and the entries of both queues' faults,
+errors, which queue's fault VM_FAULT_STATUS shows (beside another queue's error that is not
+a fault too) and the entries of both queues' faults,
 queue resets during a walk, and (on the model alone) the levels and huge pages. Split by
 concept from it: test_contract_vm_tlb.py, the TLB and its invalidation;
 test_contract_vm_sdma_and_vmid_0.py, the SDMA's accesses and the kernel's own traffic
@@ -476,12 +477,62 @@ def check_vm_faults_past_a_huge_page_s_end(dev):
         assert g.read("VM_FAULT_STATUS") == 0, name
 
 
+def check_vm_fault_status_shows_a_fault_beside_the_other_queue_s_other_error(dev):
+    """VM_FAULT_STATUS is the fault that stopped a CP queue, queue 0's only when both queues
+    are stopped by one (registers.md): with one queue stopped by a fault and the other by an
+    error that is not one (ILLEGAL_OPCODE), it shows the fault whichever queue has it and
+    whichever came first, and reads 0 once the faulting queue is reset while the other is
+    still stopped."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    map_vmid1(g)
+    bad = [0xC000FF00, 0]  # ILLEGAL_OPCODE at the ring
+    g.w32(PA_CODE, write_data(VA_RO + 0x10, [1]))  # a WRITE PERMISSION fault at level 1
+    g.w32(PA_CODE + 0x100, wait_mem(VA_HOLE + 8, 0, 0, "ALWAYS"))  # a READ INVALID at level 1
+    fw = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=1, LEVEL=1, CAUSE=1)
+    fr = g.value("VM_FAULT_STATUS", VMID=1, ACCESS=0, LEVEL=1, CAUSE=0)
+    ill = g.err["ILLEGAL_OPCODE"]
+
+    def shows(want, va, why):
+        got = (g.read("VM_FAULT_STATUS"), g.read("VM_FAULT_ADDR_LO"), g.read("VM_FAULT_ADDR_HI"))
+        assert got == (want, va, 0), f"{why}: VM_FAULT_STATUS/ADDR {got[0]:#x} {got[1]:#x}, expected {want:#x} {va:#x}"
+
+    def reset(*qs):
+        for q in qs:
+            g.set("CP_QUEUE_RESET", **{f"Q{0 if q is q0 else 1}": 1})
+            g.idle(q.status)
+            q.wptr = 0
+
+    for fq, eq in ((q1, q0), (q0, q1)):  # the queue that faults, the one stopped otherwise
+        fq.submit(ib(VA_CODE, 5, VMID=1))
+        assert g.idle(fq.status)["ERROR"] == 1
+        eq.submit(bad)
+        assert g.idle(eq.status)["ERROR"] == 1 and g.fields(eq.error)["CODE"] == ill, g.fields(eq.error)
+        shows(fw, VA_RO + 0x10, f"queue {fq is q1:d}'s fault, then queue {eq is q1:d}'s ILLEGAL_OPCODE")
+        e_f, e_e = ih.pop()
+        assert (ih.source(e_f), e_f["RING_ID"], e_f["DATA2"]) == ("VM_FAULT", int(fq is q1), fw), e_f
+        assert (ih.source(e_e), e_e["RING_ID"], e_e["DATA0"] & 0xFF) == ("CP_ERROR", int(eq is q1), ill), e_e
+        reset(fq)
+        assert g.fields(eq.status)["ERROR"] == 1
+        shows(0, 0, f"queue {fq is q1:d} reset, queue {eq is q1:d} still stopped by ILLEGAL_OPCODE")
+        fq.submit(ib(VA_CODE + 0x100, 7, VMID=1))  # the fault after the other error this time
+        assert g.idle(fq.status)["ERROR"] == 1
+        shows(fr, VA_HOLE + 8, f"queue {eq is q1:d}'s ILLEGAL_OPCODE, then queue {fq is q1:d}'s fault")
+        reset(eq)
+        shows(fr, VA_HOLE + 8, f"queue {eq is q1:d} reset, queue {fq is q1:d} still stopped by its fault")
+        reset(fq)
+        shows(0, 0, "both queues reset")
+        ih.pop()
+        g.write("INT_STATUS", M32)
+
+
 CHECKS = [check_vm_translation_faults_and_invalidate, check_vm_fault_status_follows_the_stopped_queue,
           check_vm_entry_bits_and_walk_errors, check_vm_fault_addresses_at_page_edges,
           check_queue_resets_during_a_walk_leave_no_error,
           check_vm_leaf_beyond_memory_is_a_bus_error_at_the_virtual_address,
           check_cp_and_sdma_vm_faults_at_once, check_vm_fault_entries_of_both_queues_and_a_full_ih_ring,
-          check_vm_walks_and_leaves_in_memory_answering_slverr, check_vm_faults_past_a_huge_page_s_end]
+          check_vm_walks_and_leaves_in_memory_answering_slverr, check_vm_faults_past_a_huge_page_s_end,
+          check_vm_fault_status_shows_a_fault_beside_the_other_queue_s_other_error]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)

@@ -1,7 +1,8 @@
 """The contract, checked by an outside driver writer (tests/model/contract/contract_driver.py, from
 the docs alone; split by concept from test_contract_vm.py, which has the page tables and
 faults): the SDMA's accesses and the kernel's own traffic under translation. The SDMA needs
-the permissions the CP does, its fetch faults at page edges, a soft reset while it reports
+the permissions the CP does, a page with EXECUTABLE alone is fetched by both engines and
+read by neither, a huge page's EXECUTABLE gates fetches from it, its fetch faults at page edges, a soft reset while it reports
 an error; VMID 0 translated (ring fetches, write-backs, IH entries) and IH entry writes that
 fault under it.
 
@@ -13,10 +14,10 @@ the name of the file they were split from).
 from __future__ import annotations
 
 from tests.model.contract.contract_driver import (EXECUTABLE, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PA_RO,
-                                                  PT_L1, READABLE, RING, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE,
+                                                  PDE_PTE, PT_L1, PT_ROOT, READABLE, RING, RPTR_WB, SRING, SRPTR_WB, VALID, VA_CODE,
                                                   VA_OUT, VA_RO, WRITEABLE, Gpu, IhRing, Ring, SdmaRing, bring_up,
-                                                  expect_sdma_error, ib, lo_hi, map_vmid1, pm4_packets, release_mem,
-                                                  sdma, sdma_packets, write_data)
+                                                  dma_data, expect_fault, expect_sdma_error, ib, lo_hi, map_vmid1,
+                                                  pm4_packets, release_mem, sdma, sdma_packets, wait_mem, write_data)
 from tests.model.contract.on_the_model import on_the_model
 
 
@@ -313,10 +314,95 @@ def check_sdma_fetch_faults_at_page_edges_and_virtual_addresses(dev):
         ("SDMA_POLL_TIMEOUT", 1, VA_OUT + 0x5C, 0, 0x0BAD), e
 
 
+def check_an_executable_page_is_fetched_not_read(dev):
+    """EXECUTABLE lets commands be fetched from a page, not read (docs/hardware.md, Page tables
+    and faults: ring and IB fetches need EXECUTABLE, polls and DMA sources READABLE; the MMU's
+    "a read needs READABLE (EXECUTABLE for a FETCH)"). A page whose PTE has EXECUTABLE alone:
+    an IB in it runs on the CP and on the SDMA, and a WAIT_REG_MEM poll and a DMA_DATA source
+    in that page (named by IBs in it, so its leaf is in the TLB by then) are PERMISSION faults
+    at level 1, ACCESS READ and DMA_READ with the READ hint; the SDMA's POLL_REGMEM and
+    COPY_LINEAR source there are its VM_FAULT at the address named, VM_FAULT_STATUS 0."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    va_x, pa_x = 0x106000, 0x94000  # EXECUTABLE alone
+    g.w64(PT_L1 + 8 * (va_x >> 12 & 511), pa_x | VALID | EXECUTABLE)
+    P, S = pm4_packets(), sdma_packets()
+    g.w32(pa_x + 0x800, [0x5A5A] * 8)  # what the polls and copies would read
+    body = write_data(VA_OUT + 0x10, [0xA1])
+    g.w32(pa_x, body)
+    st = ring.run(ib(va_x, len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x10) == 0xA1, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    R, DR = 0, 3
+    g.w32(pa_x + 0x40, wait_mem(va_x + 0x800, 0, 0, "ALWAYS"))
+    ring.submit(ib(va_x + 0x40, 7, VMID=1))
+    expect_fault(ring, ih, va_x + 0x800, R, 1, 1, P["WAIT_REG_MEM"].opcode, 0, 0x40)
+    body = dma_data(VA_OUT + 0x100, va_x + 0x804, 16, CP_SYNC=1)
+    g.w32(pa_x + 0x80, body)
+    ring.submit(ib(va_x + 0x80, len(body), VMID=1))
+    expect_fault(ring, ih, va_x + 0x804, DR, 1, 1, P["DMA_DATA"].opcode, 0, 0x40)
+    assert g.r32(PA_OUT + 0x100, 4) == [0] * 4, "nothing copied from a page without READABLE"
+    s = SdmaRing(g, SRING, 6)
+    body = sdma("FENCE", DATA=0xB2, **lo_hi("ADDR", VA_OUT + 0x20, 2))
+    g.w32(pa_x + 0x200, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", va_x + 0x200, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x20) == 0xB2, g.fields("SDMA_ERROR")
+    cases = [(sdma("POLL_REGMEM", **lo_hi("ADDR", va_x + 0x808, 2), VALUE=0, MASK=0, FUNC="ALWAYS", MEM_POLL="MEMORY",
+                   INTERVAL=1, RETRY_COUNT=0xFFF), "POLL_REGMEM", va_x + 0x808),
+             (sdma("COPY_LINEAR", COUNT=7, **lo_hi("SRC_ADDR", va_x + 0x810), **lo_hi("DST_ADDR", VA_OUT + 0x200)),
+              "COPY_LINEAR", va_x + 0x810)]
+    for k, (body, name, va) in enumerate(cases):
+        g.w32(pa_x + 0x240 + 0x40 * k, body)
+        s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", va_x + 0x240 + 0x40 * k, 5), IB_SIZE=len(body), VMID=1))
+        expect_sdma_error(s, ih, "VM_FAULT", "IB1", S[name].opcode, va, 0)
+        assert g.read("VM_FAULT_STATUS") == 0, name
+    assert g.r32(PA_OUT + 0x200, 2) == [0, 0], "nothing copied from a page without READABLE"
+
+
+def check_a_huge_page_s_executable_bit_gates_fetches_from_it(dev):
+    """A directory entry with PDE_PTE maps a huge page "with its own permissions"
+    (docs/hardware.md, Virtual memory), EXECUTABLE among them: an IB in a 2 MiB page whose
+    root entry has EXECUTABLE runs on the CP and on the SDMA; one in a huge page without it
+    is a FETCH PERMISSION fault at LEVEL 0 (its header: OPCODE 0, the EXE hint; the SDMA's
+    VM_FAULT, OP 0); and an IB whose packet runs past the executable huge page's end into a
+    root entry not VALID faults at the next range's first byte, LEVEL 0 INVALID, with the
+    packet's opcode (a payload dword), the dwords before it fetched."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    P, S = pm4_packets(), sdma_packets()
+    huge_x, pa_x = 0xC00000, 0xA00000  # root index 6: EXECUTABLE | READABLE
+    huge_nx, pa_nx = 0x600000, 0xC00000  # root index 3: READABLE | WRITEABLE
+    g.w64(PT_ROOT + 8 * (huge_x >> 21), pa_x | VALID | PDE_PTE | EXECUTABLE | READABLE)
+    g.w64(PT_ROOT + 8 * (huge_nx >> 21), pa_nx | VALID | PDE_PTE | READABLE | WRITEABLE)
+    edge = huge_x + (2 << 20)  # root index 7: not VALID
+    body = write_data(VA_OUT + 0x30, [0xC1])
+    g.w32(pa_x + 0x1F_0000, body)
+    st = ring.run(ib(huge_x + 0x1F_0000, len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x30) == 0xC1, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    F = 2
+    g.w32(pa_nx + 0x40, body)
+    ring.submit(ib(huge_nx + 0x40, len(body), VMID=1))
+    expect_fault(ring, ih, huge_nx + 0x40, F, 0, 1, 0, 0, 0x10)
+    body = write_data(VA_OUT + 0x34, [0xC2, 0xC3])  # header and control in the page, ADDR_LO at edge
+    g.w32(pa_x + (2 << 20) - 8, body[:2])
+    ring.submit(ib(edge - 8, len(body), VMID=1))
+    expect_fault(ring, ih, edge, F, 0, 0, P["WRITE_DATA"].opcode, 0, 0x10)
+    assert g.r32(PA_OUT + 0x34, 2) == [0, 0], "the packet did not run"
+    s = SdmaRing(g, SRING, 6)
+    body = sdma("FENCE", DATA=0xC4, **lo_hi("ADDR", VA_OUT + 0x3C, 2))
+    g.w32(pa_x + 0x1F_0100, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", huge_x + 0x1F_0100, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x3C) == 0xC4, g.fields("SDMA_ERROR")
+    g.w32(pa_nx + 0x100, body)
+    s.submit(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", huge_nx + 0x100, 5), IB_SIZE=len(body), VMID=1))
+    expect_sdma_error(s, ih, "VM_FAULT", "IB1", 0, huge_nx + 0x100, 0)
+    assert g.read("VM_FAULT_STATUS") == 0
+
+
 CHECKS = [check_sdma_accesses_need_what_the_cps_do, check_vmid_0_translated_moves_the_kernels_own_traffic,
           check_ih_entry_writes_that_fault_under_vmid_0,
           check_soft_reset_while_the_sdma_reports_an_error_leaves_no_entry,
-          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses]
+          check_sdma_fetch_faults_at_page_edges_and_virtual_addresses, check_an_executable_page_is_fetched_not_read,
+          check_a_huge_page_s_executable_bit_gates_fetches_from_it]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)

@@ -3,7 +3,8 @@ the docs alone; split by concept from test_contract_vm.py, which has the page ta
 faults): the TLB and its invalidation. New tables need an invalidation, what
 VM_INVALIDATE_REQ drops (VMIDs, pages), the leaves the TLB keeps (a permission fault's, not a
 failed walk), a soft reset that keeps the TLB, every poll translated (a page taken away or
-remapped while a wait polls), and the CP queues keeping their VMIDs across turns and resets.
+remapped while a wait polls), the CP queues keeping their VMIDs across turns and resets, and
+a VMID switched off reading no TLB entry it left, a request written over a pending one.
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus (as contract_vm__check_*,
@@ -395,10 +396,100 @@ def check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses(dev):
             assert first >= n + 1 and second > 0, f"{n + 1} pages in a TLB of {entries}: {first}, then {second} walks"
 
 
+def check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds(dev):
+    """A VMID whose VM_CONTEXT_CNTL.ENABLE is clear is not translated: its addresses are
+    physical (docs/hardware.md, Virtual memory), though the TLB still holds the leaves its
+    tables left (clearing ENABLE invalidates nothing): fetches, writes and polls of the CP's
+    IBs and the SDMA's under that VMID go to the numerically same physical addresses, the
+    PERF_TLB_* counters (translations of VMIDs with translation enabled) do not move, and
+    ENABLE set again translates through the kept leaves as before."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    body = write_data(VA_OUT + 0x50, [0xE1])
+    g.w32(PA_CODE, body)
+    assert ring.run(ib(VA_CODE, len(body), VMID=1))["ERROR"] == 0 and g.r32(PA_OUT + 0x50) == 0xE1
+    s = SdmaRing(g, SRING, 6)
+    fence = sdma("FENCE", DATA=0xE2, **lo_hi("ADDR", VA_OUT + 0x54, 2))
+    g.w32(PA_CODE + 0x100, fence)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=len(fence), VMID=1))
+    assert st["ERROR"] == 0 and g.r32(PA_OUT + 0x54) == 0xE2, g.fields("SDMA_ERROR")
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=0)  # VA_CODE, VA_OUT of VMID 1 stay in the TLB
+    counters = ("PERF_TLB_HITS", "PERF_TLB_MISSES", "PERF_WALK_CYCLES")
+    before = [g.read(c) for c in counters]
+    g.w32(VA_RO + 0x10, [0x77])  # the dword the poll reads, at the physical address VA_RO
+    body = wait_mem(VA_RO + 0x10, 0x77, M32, "EQ") + write_data(VA_OUT + 0x58, [0xE3])
+    g.w32(VA_CODE, body)  # the IB at the physical address VA_CODE
+    st = ring.run(ib(VA_CODE, len(body), VMID=1))
+    assert st["ERROR"] == 0, (g.fields("CP_ERROR"), g.fields("VM_FAULT_STATUS"))
+    assert (g.r32(VA_OUT + 0x58), g.r32(PA_OUT + 0x58)) == (0xE3, 0), "VMID 1 switched off wrote through the TLB"
+    poll = sdma("POLL_REGMEM", **lo_hi("ADDR", VA_RO + 0x10, 2), VALUE=0x77, MASK=M32, FUNC="EQ", MEM_POLL="MEMORY",
+                INTERVAL=1, RETRY_COUNT=0)
+    body = poll + sdma("FENCE", DATA=0xE4, **lo_hi("ADDR", VA_OUT + 0x5C, 2))
+    g.w32(VA_CODE + 0x100, body)
+    st = s.run(sdma("INDIRECT_BUFFER", **lo_hi("IB_BASE", VA_CODE + 0x100, 5), IB_SIZE=len(body), VMID=1))
+    assert st["ERROR"] == 0, g.fields("SDMA_ERROR")
+    assert (g.r32(VA_OUT + 0x5C), g.r32(PA_OUT + 0x5C)) == (0xE4, 0), "the SDMA's VMID 1 switched off: physical"
+    assert not ih.pop(), "the poll matched at its first read: no POLL_TIMEOUT entry"
+    assert [g.read(c) for c in counters] == before, f"{counters} moved while VMID 1 is not translated"
+    g.set("VM_CONTEXT_CNTL", 1, ENABLE=1)
+    g.w32(PA_CODE, write_data(VA_OUT + 0x60, [0xE5]))
+    assert ring.run(ib(VA_CODE, 5, VMID=1))["ERROR"] == 0
+    assert (g.r32(PA_OUT + 0x60), g.r32(VA_OUT + 0x60)) == (0xE5, 0), "ENABLE set again: translated"
+
+
+def check_an_invalidation_written_over_a_pending_one_replaces_it(dev):
+    """VM_INVALIDATE_REQ written while the previous request is pending replaces it
+    (registers.md): two requests back to back (VMID 1's page, then VMID 2's), and from the
+    second write on VM_INVALIDATE_ACK reads 0 or the second request's VMIDs, never the
+    first's, then the second's; VMID 2 reads the new entry; VMID 1's entry may or may not
+    have gone (the RTL takes a request between translations), so the driver writes VMID 1's
+    request again and waits for its ACK, after which it reads the new entry too. And
+    VM_INVALIDATE_ADDR_HI (virtual address bits 47:44) is part of the page a request names:
+    set, the page is beyond the default build's reach and drops nothing."""
+    g, ring, ih = bring_up(dev)
+    map_vmid1(g)
+    g.write("VM_CONTEXT_PT_BASE_LO", PT_ROOT, 2)  # VMID 2: the same tables
+    g.set("VM_CONTEXT_CNTL", 2, ENABLE=1)
+
+    def run(vmid, off, value):
+        g.w32(PA_CODE + 0x200 * vmid, write_data(VA_OUT + off, [value]))
+        assert ring.run(ib(VA_CODE + 0x200 * vmid, 5, VMID=vmid))["ERROR"] == 0
+        return g.r32(PA_OUT + off), g.r32(PA_OUT2 + off)
+
+    assert run(1, 0x70, 0x71) == (0x71, 0) and run(2, 0x74, 0x72) == (0x72, 0)
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT2 | VALID | WRITEABLE | READABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 2, ALL_ADDR=0)
+    seen = []
+    g.until(lambda: seen.append(g.read("VM_INVALIDATE_ACK")) or seen[-1] == 1 << 2, "ACK = VMID 2", step=1)
+    assert set(seen) <= {0, 1 << 2}, f"VM_INVALIDATE_ACK after the second request: {[hex(v) for v in seen]}"
+    assert run(2, 0x78, 0x73) == (0, 0x73), "VMID 2's request was carried out"
+    old = run(1, 0x7C, 0x74) == (0x74, 0)  # VMID 1's entry: gone or not
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x80, 0x75) == (0, 0x75), f"VMID 1 after its own request (before it: old entry {old})"
+    # VM_INVALIDATE_ADDR_HI is part of the page: a page whose bits 47:44 are set (HI 1, LO
+    # the low bits of VA_OUT's page) is beyond the 2-level tables' reach and drops nothing
+    g.w64(PT_L1 + 8 * (VA_OUT >> 12 & 511), PA_OUT | VALID | WRITEABLE | READABLE)
+    g.write("VM_INVALIDATE_ADDR_LO", VA_OUT >> 12)
+    g.write("VM_INVALIDATE_ADDR_HI", 1)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x84, 0x76) == (0, 0x76), "a page with VM_INVALIDATE_ADDR_HI 1 dropped VA_OUT's entry"
+    g.write("VM_INVALIDATE_ADDR_HI", 0)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=1 << 1, ALL_ADDR=0)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 1 << 1, "ACK = VMID 1")
+    assert run(1, 0x88, 0x77) == (0x77, 0), "VA_OUT's page with VM_INVALIDATE_ADDR_HI 0"
+
+
 CHECKS = [check_vm_new_tables_need_an_invalidation, check_soft_reset_keeps_the_tlb_and_clears_the_fault,
           check_vm_page_taken_away_while_polling_faults_the_poll, check_vm_permission_fault_keeps_its_leaf,
           check_vm_invalidation_names_vmids_and_pages, check_vm_poll_remap_and_accesses_that_move_nothing,
-          check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses]
+          check_cp_queues_keep_their_vmids_across_turns_and_resets, check_tlb_holds_2_to_the_tlb_log2_pages_of_any_addresses,
+          check_a_vmid_switched_off_is_physical_whatever_the_tlb_holds,
+          check_an_invalidation_written_over_a_pending_one_replaces_it]
 
 
 test_contract_on_the_model = on_the_model(CHECKS)

@@ -3,7 +3,7 @@ the docs alone): what the driver's control registers do to work in flight. Halts
 doorbells: CONTROL.HALT and SDMA_CNTL.HALT stop at a packet boundary, STATUS.HALTED while
 the other queue is stopped by an error or the halted CP works without a packet, doorbells
 written in part or overflowing, STATUS.IDLE right after a doorbell, the SDMA's entry waiting
-for the CP's packet in hand (resets and counters: test_contract_resets.py).
+for the CP's packet in hand, doorbells written while a reset drains a fill (resets and counters: test_contract_resets.py).
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -340,10 +340,93 @@ def check_sdma_entry_waits_for_the_cp_packet_in_hand(dev):
     return {"taken_at_once": taken}
 
 
+def check_doorbells_during_a_reset_are_ignored(dev):
+    """docs/hardware.md: a queue's reset (CP_QUEUE_RESET.Qn, SDMA_CNTL.QUEUE_RESET) is done
+    when its IDLE reads 1, and its doorbells before that are ignored; CONTROL.SOFT_RESET's
+    parts (the CP with both queues, the SDMA) each ignore their doorbells until their own
+    bursts are done. Each reset here catches a 64 KiB fill under way, then the driver rings
+    the queue for one packet at the ring's start. A driver cannot tell from outside when the
+    reset ended, so the check holds what must hold either way: a doorbell written after IDLE
+    read 1 is taken; one ignored leaves the wptr as the reset made it, 0 (not the value
+    written, later dropped), and its packet never runs; one taken shows its wptr at once and
+    runs its packet once; no doorbell error either way; and rung again after IDLE, the packet
+    runs. Returns (IDLE read before the doorbell, taken) per reset: on the RTL with the
+    default memory every doorbell came during the reset and was ignored (Verilator 64 and 32
+    bits, 7 December 2026); with slow memory some resets end first (the fill not yet
+    started); the model's resets are at once."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 8)
+    fill = 1 << 16
+    cp_fill = dma_data(0x1000000, 0x1, fill, SRC_SEL="DATA", CP_SYNC=1)
+    sdma_fill = sdma("CONSTANT_FILL", SRC_DATA=0x2, COUNT=fill - 1, **lo_hi("DST_ADDR", 0x1000000))
+
+    def ring_during(reset, ring, status, wptr_reg, marker, busy):
+        """`reset()` with `busy` under way; then `ring`'s doorbell for a WRITE_DATA (an SDMA
+        FENCE) of `marker` at its start, the IB-less packet `status`'s IDLE follows."""
+        ring.wptr = 0
+        busy()
+        g.dev.delay(50)
+        reset()
+        ring.wptr = 0
+        at = OUT + 4 * (marker & 0xF)
+        g.w32(at, [0])
+        if ring is s:
+            ring.emit(sdma("FENCE", DATA=marker, **lo_hi("ADDR", at, 2)))
+        else:
+            ring.emit(write_data(at, [marker]))
+        pre = g.fields(status)["IDLE"]
+        bell = (lambda: g.write("SDMA_DOORBELL", ring.wptr)) if ring is s else ring.doorbell
+        bell()
+        wp = g.read(wptr_reg)
+        g.until(lambda: g.fields(status)["IDLE"], f"{status}.IDLE after the reset", cycles=1_000_000, step=10)
+        g.dev.delay(100)
+        got = (g.read(wptr_reg), g.r32(at))
+        taken = got == (ring.wptr, marker)
+        assert taken or got == (0, 0), f"{marker:#x}: wptr, marker {got}: neither taken nor ignored"
+        assert taken or pre == 0, f"{marker:#x}: a doorbell written after IDLE read 1 was ignored"
+        assert (wp == ring.wptr) == taken, f"{marker:#x}: wptr {wp:#x} right after the doorbell, taken {taken}"
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            assert g.fields(st)["ERROR"] == 0, (marker, st, g.fields(st))
+        if not taken:
+            bell()
+            g.until(lambda: g.r32(at) == marker, f"{marker:#x} rung again after IDLE")
+        g.idle(status)
+        reset()  # the pointers back to 0 for the next round
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            g.idle(st)
+        q0.wptr = q1.wptr = s.wptr = 0
+        return pre, taken
+
+    seen = {}
+    for name, reset, ring, status, wptr_reg, marker, busy in (
+            ("CP_QUEUE_RESET.Q0", lambda: g.set("CP_QUEUE_RESET", Q0=1), q0, "STATUS", "RB_WPTR", 0xD0,
+             lambda: q0.submit(cp_fill)),
+            ("CP_QUEUE_RESET.Q1", lambda: g.set("CP_QUEUE_RESET", Q1=1), q1, "CP_HQD1_STATUS", "CP_HQD1_RB_WPTR",
+             0xD1, lambda: q1.submit(cp_fill)),
+            ("SDMA_CNTL.QUEUE_RESET", lambda: g.set("SDMA_CNTL", QUEUE_RESET=1), s, "SDMA_STATUS", "SDMA_RB_WPTR",
+             0xD2, lambda: s.submit(sdma_fill))):
+        seen[name] = ring_during(reset, ring, status, wptr_reg, marker, busy)
+    # CONTROL.SOFT_RESET with each engine's fill under way: each part's own doorbell
+    for name, ring, status, wptr_reg, marker, busy in (
+            ("SOFT_RESET, queue 0", q0, "STATUS", "RB_WPTR", 0xD3, lambda: q0.submit(cp_fill)),
+            ("SOFT_RESET, queue 1", q1, "CP_HQD1_STATUS", "CP_HQD1_RB_WPTR", 0xD4, lambda: q1.submit(cp_fill)),
+            ("SOFT_RESET, SDMA", s, "SDMA_STATUS", "SDMA_RB_WPTR", 0xD5, lambda: s.submit(sdma_fill)),
+            # the CP's part is both queues': queue 0's doorbell while queue 1's fill drains
+            # (STATUS.IDLE may read 1 then: the one IDLE that tells is CP_HQD1_STATUS's)
+            ("SOFT_RESET, queue 0 while queue 1 drains", q0, "CP_HQD1_STATUS", "RB_WPTR", 0xD6,
+             lambda: q1.submit(cp_fill))):
+        seen[name] = ring_during(lambda: g.set("CONTROL", SOFT_RESET=1), ring, status, wptr_reg, marker, busy)
+    assert g.read("IH_WPTR") == 0, "no entry was raised"
+    if g.dev.name == "model":
+        assert all(v == (1, True) for v in seen.values()), seen
+    return seen
+
+
 CHECKS = [check_halts_stop_at_a_packet_boundary, check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
           check_partial_doorbells_overflow_and_control_writes, check_idle_reads_0_until_a_doorbell_is_taken,
           check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
-          check_sdma_entry_waits_for_the_cp_packet_in_hand]
+          check_sdma_entry_waits_for_the_cp_packet_in_hand, check_doorbells_during_a_reset_are_ignored]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
