@@ -251,6 +251,26 @@ def test_each_job_into_a_ring_does_not_walk_every_job_in_flight_with_its_vmid():
     assert not v._idle(v.ids[0])
 
 
+
+def test_a_vmid_kept_for_good_holds_no_more_than_its_jobs_in_flight():
+    """A VM that keeps its VMID never lets it go idle (VmidManager._idle, which drops its
+    finished jobs, is not asked): its list of jobs run with the VMID still drops the finished
+    ones as it grows, so 4,000 jobs run one after another, each finished before the next, leave
+    a list of a few, not 4,000 (a client's endless stream of jobs growing the kernel's memory)."""
+    from kmd_model.mm.vmid import VmidManager
+
+    class Job:
+        finished = False
+    v = VmidManager(None, 16)
+    last = None
+    for _ in range(4000):
+        if last is not None:
+            last.finished = True
+        last = Job()
+        v.used(1, last)
+    assert len(v.ids[0].jobs) <= 32 and v.ids[0].jobs[-1] is last, len(v.ids[0].jobs)
+
+
 # ---------------------------------------------------------------------------- SDMA packets
 
 def test_the_sdma_rings_packets_are_built_without_binding_their_arguments(monkeypatch):
