@@ -117,3 +117,21 @@ def test_a_cs_that_waited_for_its_slot_is_checked_again_when_the_mappings_change
     assert u.wait(ctx, seqs[-1])
     seq = u.cs(ctx, ib(u32, pm4.write_data(va + 0x2F00, [5]), offset=0x1800, handle=h))
     assert seq == 5 and u.wait(ctx, seq)  # the refused CS took no seqno
+
+
+def test_a_job_whose_copies_fill_the_whole_shadow_pool_runs():
+    """E2BIG is for copies larger than the pool: a job whose checked copies take exactly the
+    whole pool (4 KiB here: a 384-dword IB calling 80 one-dword IB2s) runs, once the pool is
+    free; 8 dwords more are E2BIG."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=4, job_timeout=T, fallback_poll=1_000)
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    u32[0x2800 // 4:0x2800 // 4 + 80] = pm4.TYPE2_FILLER
+    calls = sum((pm4.indirect_buffer(va + 0x2800 + 4 * i, 1) for i in range(80)), [])
+    u32[0x1000 // 4:0x1000 // 4 + 384] = calls + pm4.nop(64 - 1)
+    u32[0x2000 // 4:0x2000 // 4 + 392] = calls + pm4.nop(72 - 1)
+    seq = u.cs(ctx, CsChunkIb(384, handle=h, offset=0x1000))
+    assert u.wait(ctx, seq) and kmd.stats["cs_shadow_bytes"] == 0x1000
+    e = refused(errno.E2BIG, "CS", u.cs, ctx, CsChunkIb(392, handle=h, offset=0x2000))
+    assert "more than the whole shadow pool (0x1000 bytes)" in e.message, e.message

@@ -114,3 +114,20 @@ def test_a_freed_contexts_running_job_and_a_new_context_given_its_id_are_named_a
     dep = u.cs(keep, ib(u32, pm4.nop(6), offset=0x200, handle=h), CsChunkDep(HwIp.GFX, 0, new, second))
     e = refused(errno.ECANCELED, "WAIT_CS", u.wait, keep, dep)
     assert "its dependency Job(ctx 2#2 seq 0x1) failed: " in e.message, e.message
+
+
+def test_context_names_take_the_round_of_the_context_ids_alone():
+    """As a BO's (test_bo_names_take_the_round_of_the_handles_alone): a context handed out
+    after the file's context ids wrapped twice is "#3", and the file's handles are in their
+    first round still."""
+    kmd_model.bind(RefModel())
+    u = Umd()
+    live = u.ctx()
+    u.f.next_ctx_id = ID_MAX  # (where 2**31 - 2 more ALLOCs would have left it)
+    assert u.ctx() == ID_MAX and u.ctx() == 2  # (1 is live)
+    u.f.next_ctx_id = ID_MAX - 1
+    assert [u.ctx(), u.ctx()] == [ID_MAX - 1, 3]  # ID_MAX is live: the second wraps again
+    names = {c: ctx.name for c, ctx in u.f.contexts.items()}
+    assert names == {live: "1", ID_MAX: str(ID_MAX), 2: "2#2", ID_MAX - 1: f"{ID_MAX - 1}#2", 3: "3#3"}
+    h = u.create()
+    assert u.f.handles[h].name == f"fd{u.f.fd}:1"

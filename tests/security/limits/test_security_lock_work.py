@@ -19,6 +19,7 @@ what that work cost on a loaded machine.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import sys
 import threading
@@ -29,7 +30,7 @@ import kmd_model
 from kmd_model.ioctl import dispatch as dispatch_mod
 from kmd_model.sched.scheduler import FailedDep, Scheduler
 from kmd_model.uapi import CsArgs, CsChunkDep, CtxArgs, CtxOp, HwIp, KmdError, Request
-from spec import sdma
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import Client
@@ -229,6 +230,40 @@ def test_jobs_split_across_passes_run_as_one_pass_ran_them(monkeypatch):
     assert by_context(split) == by_context(one) and one_now <= split_now < one_now + 1000
 
 
+def test_a_job_left_queued_after_passes_of_their_share_lets_device_time_pass(monkeypatch):
+    """96 ready jobs go into the SDMA ring in passes of RUNS_PER_PASS, while another job of the
+    ring waits for a gfx job still held: once the 96 have gone in, no further pass is due (the
+    held job's is not), and a WAIT_CS of the held job times out as device time passes; its
+    dependency's end then runs it. (A pass counted as due for good spun the waits with no
+    device time passing: the 96's WAIT_CS never answered.)"""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40, hw_submission_limit=1 << 16, sdma_ring_log2_dw=17)
+    h = Client()
+    flag, root, job, copy = held_by_a_hung_gfx_job(h)
+    ib2, flag2 = h.bo(0x1000), h.bo(0x1000)
+    root2 = h.submit(h.ib(ib2, pm4.wait_reg_mem(flag2.addr, 1, 1, "EQ")))
+    held = _dependents(h, kmd, 3, job, root)
+    late_ctx = h.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id
+    late = h.io(Request.CS, CsArgs(late_ctx, [job, CsChunkDep(HwIp.GFX, 0, h.ctx, root2)])).seq
+    answers = {}
+
+    def waits() -> None:
+        flag.u32[0] = 1
+        answers["held"] = all(h.wait(s, 1 << 30, ctx=c) for c, s in held)
+        t0 = kmd.dev.now()
+        try:
+            answers["late"] = h.wait(late, 20_000, ctx=late_ctx)
+        except KmdError as e:  # (ETIME: not signalled in time)
+            answers["late"] = e.errno
+        answers["waited"] = kmd.dev.now() - t0
+    t = threading.Thread(target=waits, daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive() and answers["held"] and not kmd.cancels_due(), answers
+    assert answers["late"] == errno.ETIME and answers["waited"] >= 20_000, answers
+    flag2.u32[0] = 1
+    assert h.wait(late, 1 << 30, ctx=late_ctx) and h.wait(root2)
+
+
 def test_each_job_into_a_ring_does_not_walk_every_job_in_flight_with_its_vmid():
     """Each run_job dropped the finished jobs from its VMID's list of jobs in flight, a walk
     of them all (VmidManager.used): with `hw_submission_limit` raised, the square of the
@@ -249,6 +284,26 @@ def test_each_job_into_a_ring_does_not_walk_every_job_in_flight_with_its_vmid():
         v.used(1, j)
     assert v.ids[0].jobs == jobs and looks[0] <= 4 * len(jobs), looks[0]  # (was 7,998,000)
     assert not v._idle(v.ids[0])
+
+
+
+def test_a_vmid_kept_for_good_holds_no_more_than_its_jobs_in_flight():
+    """A VM that keeps its VMID never lets it go idle (VmidManager._idle, which drops its
+    finished jobs, is not asked): its list of jobs run with the VMID still drops the finished
+    ones as it grows, so 4,000 jobs run one after another, each finished before the next, leave
+    a list of a few, not 4,000 (a client's endless stream of jobs growing the kernel's memory)."""
+    from kmd_model.mm.vmid import VmidManager
+
+    class Job:
+        finished = False
+    v = VmidManager(None, 16)
+    last = None
+    for _ in range(4000):
+        if last is not None:
+            last.finished = True
+        last = Job()
+        v.used(1, last)
+    assert len(v.ids[0].jobs) <= 32 and v.ids[0].jobs[-1] is last, len(v.ids[0].jobs)
 
 
 # ---------------------------------------------------------------------------- SDMA packets

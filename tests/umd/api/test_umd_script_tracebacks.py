@@ -182,3 +182,85 @@ def test_the_excepthook_of_a_scripts_open_trims_only_what_the_drivers_said(monke
     finally:
         main.gpu.close()
         kmd_model.unbind()
+
+
+def _script_main(monkeypatch, tmp_path):
+    """A stand-in for `python script.py` in this process (as the test above): a __main__ module
+    of a file, Python's excepthook (recording what is handed to it), the UMD's not installed."""
+    import types
+
+    from umd import tracebacks
+
+    script = tmp_path / "script.py"
+    main = types.ModuleType("__main__")
+    main.__file__, main.umd = str(script), umd
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    handed: list = []
+    monkeypatch.setattr(sys, "__excepthook__", lambda typ, e, tb: handed.append(e))
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.setattr(tracebacks, "_previous", None)
+    return script, main, handed
+
+
+def test_a_priority_the_script_may_not_have_is_one_line_and_its_own_value_error_whole(monkeypatch, tmp_path,
+                                                                                         capsys):
+    """umd.NotPermitted (a PermissionError: a high-priority queue without CAP_SYS_NICE) is the
+    UMD's error for the script: its line and the error. A ValueError of the script's own code
+    (its int("x")) is its bug, not an argument mistake the UMD found: Python's whole traceback
+    (the hook it replaced)."""
+    script, main, handed = _script_main(monkeypatch, tmp_path)
+    kmd_model.bind(RefModel())
+    try:
+        src = "gpu = umd.open()\nq = gpu.queue(priority='high')\n"
+        script.write_text(src)
+        with pytest.raises(umd.NotPermitted) as e:
+            exec(compile(src, str(script), "exec"), main.__dict__)
+        sys.excepthook(type(e.value), e.value, e.value.__traceback__)
+        err = capsys.readouterr().err
+        assert _lines(err)[-3:-1] == [f'  File "{script}", line 2, in <module>', "    q = gpu.queue(priority='high')"]
+        assert "needs CAP_SYS_NICE" in _lines(err)[-1] and str(ROOT / "umd") not in err and not handed, err
+        with pytest.raises(ValueError) as own:
+            exec(compile("n = int('x')\n", str(script), "exec"), main.__dict__)
+        sys.excepthook(ValueError, own.value, own.value.__traceback__)
+        assert handed == [own.value] and capsys.readouterr().err == ""
+    finally:
+        main.gpu.close()
+        kmd_model.unbind()
+
+
+def test_no_excepthook_when_a_program_imports_the_app_that_opens_the_gpu(monkeypatch, tmp_path):
+    """A program (a script, its __main__) that imports an app module whose own code calls
+    umd.open(): the app is not the script Python runs, the program's exceptions are its own
+    to print; sys.excepthook is left alone."""
+    _, _, _ = _script_main(monkeypatch, tmp_path)
+    app = tmp_path / "app.py"
+    ns = {"__name__": "app", "__file__": str(app), "umd": umd}
+    kmd_model.bind(RefModel())
+    try:
+        exec(compile("gpu = umd.open()\n", str(app), "exec"), ns)
+        assert sys.excepthook is sys.__excepthook__
+    finally:
+        ns["gpu"].close()
+        kmd_model.unbind()
+
+
+def test_no_excepthook_under_python_c(tmp_path):
+    """`python -c` (as the REPL) runs no script: umd.open() there leaves Python's excepthook."""
+    r = _python("-c", BIND + "gpu = umd.open()\nprint(sys.excepthook is sys.__excepthook__)\ngpu.close()\n")
+    assert r.returncode == 0 and r.stdout.split() == ["True"], (r.stdout, r.stderr)
+
+
+def test_a_drivers_own_error_keeps_its_cause_whole():
+    """An exception with none of the app's frames (a bug of the drivers' or of gpucosim's own,
+    as `gpucosim run` prints it): Python's whole traceback, the exception it was raised from
+    included (where to look)."""
+    from umd.tracebacks import app_traceback
+
+    ns: dict = {}
+    code = ("def inner():\n    return {}['key']\n"
+            "def outer():\n    try:\n        inner()\n    except KeyError as e:\n        raise RuntimeError('lost') from e\n"
+            "def caught():\n    try:\n        outer()\n    except RuntimeError as e:\n        return e\n")
+    exec(compile(code, str(ROOT / "umd" / "driver_bug.py"), "exec"), ns)  # (frames the drivers' own)
+    e = ns["caught"]()
+    text = app_traceback(e)
+    assert "KeyError: 'key'" in text and "direct cause" in text and text.rstrip().endswith("RuntimeError: lost"), text
