@@ -48,23 +48,7 @@ class DriverLock:
 
     def __exit__(self, *exc) -> None:
         self.depth -= 1
-        if self.depth or not self.waiters:
-            self._lock.release()
-            return
-        # let go with threads waiting: handed to one of them before this thread goes on (as a
-        # kernel mutex hands itself to a starved waiter). Python's lock is not fair: the thread
-        # that let it go, holding the GIL, took it back in its next ioctl before a waiter woke,
-        # so a client's ioctls one after another kept another client's waiting through
-        # several scheduler passes (RUNS_PER_PASS jobs into the ring each), not one
-        seen = self.entries
         self._lock.release()
-        self._until_a_waiter_had_it(seen)
-
-    def _until_a_waiter_had_it(self, seen: int) -> None:
-        """After letting go: until a waiter has taken it (`entries` past `seen`), or none waits
-        any more. The lock is not fair: taking it back at once could starve them."""
-        while self.entries == seen and self.waiters:
-            time.sleep(0.0001)
 
     def yield_to_waiters(self) -> None:
         """Let one thread that waits for the lock have it, then take it back; nothing when
@@ -76,7 +60,10 @@ class DriverLock:
         self.depth = 0
         self._lock.release()
         try:
-            self._until_a_waiter_had_it(seen)
+            # until a waiter has taken it (or none waits any more): the lock is not fair, so
+            # taking it back at once could starve them
+            while self.entries == seen and self.waiters:
+                time.sleep(0.0001)
         finally:
             self.__enter__()
 

@@ -224,8 +224,6 @@ def test_a_check_lets_others_in_only_after_a_pause_dw_worth_of_work(monkeypatch)
     h = Client()
     yields = []
     monkeypatch.setattr(DriverLock, "yield_to_waiters", lambda self: yields.append(1))
-    # (nobody waits in truth: an ioctl's end would wait for ever for the waiter to take it)
-    monkeypatch.setattr(DriverLock, "_until_a_waiter_had_it", lambda self, seen: None)
     kmd.lock.waiters = 1  # (as if another thread always waited: each pause hands the lock over)
     small = h.bo(0x1000)
     seq = h.submit(h.ib(small, pm4.write_data(small.addr + 0x100, [7])))
