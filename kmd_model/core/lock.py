@@ -14,32 +14,68 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 
 class DriverLock:
-    """A re-entrant lock that knows who waits for it. `with lock:` as for an RLock."""
+    """A re-entrant lock that knows who waits for it. `with lock:` as for an RLock.
+
+    Taken from outside while a thread is blocked waiting for it, it goes to that thread
+    first: Python's lock is not fair, and a client whose ioctl ended took it back with its
+    next one before the waiting thread woke, again and again (another client's ioctl waited
+    through several scheduler passes, not one). A thread that comes while others are blocked
+    waits until one of them has had it (it is counted among `waiters` meanwhile), then joins
+    them. The hand-over is at the next take, not at the release: an ioctl returns as soon as
+    it lets go (a client's ioctl that ended did not wait for the other thread's).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._count = threading.Lock()  # guards `waiters` (+= is not atomic across threads)
-        self.waiters = 0  # threads blocked in __enter__
+        # guards the counts below and wakes the threads that wait for their turn; re-entrant,
+        # as a signal handler or a garbage collector callback may make an ioctl from inside it
+        self._turn = threading.Condition(threading.RLock())
+        self.waiters = 0  # threads waiting to take it from outside (blocked, or waiting their turn)
+        self._blocked: dict[int, int] = {}  # of them, those blocked on the lock itself (thread: how many times)
         self.entries = 0  # times a thread got the lock from outside (not re-entrantly)
         self.depth = 0  # how deep the holder has entered it (1: one ioctl, not re-entered)
 
     def __enter__(self) -> "DriverLock":
-        if not self._lock.acquire(blocking=False):
-            with self._count:
-                self.waiters += 1
-            try:
-                self._lock.acquire()
-            finally:
-                with self._count:
-                    self.waiters -= 1
+        if self._lock._is_owned():  # re-entered (a hook inside an ioctl making another)
+            self._lock.acquire()
+        elif self._blocked or not self._lock.acquire(blocking=False):  # (the dict read without the guard: a hint)
+            self._take(after_the_blocked=True)
         if self.depth == 0:
-            self.entries += 1
+            with self._turn:
+                self.entries += 1
+                self._turn.notify_all()
         self.depth += 1
         return self
+
+    def _take(self, after_the_blocked: bool) -> None:
+        """Take the lock from outside, counted among `waiters` until it is had; with
+        `after_the_blocked`, once a thread blocked on it as this one came has had it. (Not
+        behind the thread's own block: a signal handler that makes an ioctl while its thread
+        is blocked on the lock runs above that block, which cannot go first.)"""
+        me = threading.get_ident()
+        with self._turn:
+            self.waiters += 1
+            try:
+                seen = self.entries
+                while after_the_blocked and self.entries == seen and any(t != me for t in self._blocked):
+                    self._turn.wait()
+            except BaseException:
+                self.waiters -= 1
+                raise
+            self._blocked[me] = self._blocked.get(me, 0) + 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._turn:
+                if self._blocked[me] == 1:
+                    del self._blocked[me]
+                else:
+                    self._blocked[me] -= 1
+                self.waiters -= 1
+                self._turn.notify_all()
 
     def owned(self) -> bool:
         """Whether the calling thread holds it: code of the client's (a signal handler, a
@@ -60,12 +96,19 @@ class DriverLock:
         self.depth = 0
         self._lock.release()
         try:
-            # until a waiter has taken it (or none waits any more): the lock is not fair, so
-            # taking it back at once could starve them
-            while self.entries == seen and self.waiters:
-                time.sleep(0.0001)
+            # until a waiter has taken it (or none waits any more): taking it back at once
+            # could starve them
+            with self._turn:
+                while self.entries == seen and self.waiters:
+                    self._turn.wait(0.01)
         finally:
-            self.__enter__()
+            # back with the threads blocked on it, not behind them: one waiter in, not every one
+            if not self._lock.acquire(blocking=False):
+                self._take(after_the_blocked=False)
+            with self._turn:
+                self.entries += 1
+                self._turn.notify_all()
+            self.depth = 1
 
 
 # ------------------------------------------------------------------ the driver's own stack

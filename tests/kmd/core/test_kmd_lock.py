@@ -6,6 +6,8 @@ which those runs cannot see: a wrong count there only makes the hand-over late, 
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -153,3 +155,91 @@ def test_every_blocked_thread_is_counted():
         t.join(10)
         assert not t.is_alive() and t.error is None
     assert lock.waiters == 0 and sorted(got) == sorted(t.name for t in ts)
+
+
+def test_letting_go_with_a_thread_waiting_hands_it_the_lock_before_the_next_take():
+    """An ioctl that ends while another thread waits for the lock: the waiter has it before
+    the thread that let it go takes it again. Python's lock is not fair, and a client's next
+    ioctl took it back at once (tests/security/limits/test_security_lock_work.py's other
+    thread got in after two scheduler passes, not one, one run in four on a loaded machine)."""
+    lock, got = DriverLock(), []
+
+    def holder() -> None:
+        for _ in range(20):  # (without the hand-over the holder's next take wins, nearly always)
+            got.clear()
+            with lock:
+                t = _Waiter(lock, got)
+                t.start()
+                _until(lambda: lock.waiters == 1, "the thread waits for the lock")
+            with lock:  # the same thread's next ioctl
+                assert got == [t.name], "the holder took the lock back before the waiter had it"
+            t.join(10)
+            assert not t.is_alive() and t.error is None
+        assert (lock.waiters, lock.depth) == (0, 0)
+
+    _as_holder(holder)
+
+
+def test_a_thread_that_comes_while_others_are_blocked_is_counted_and_goes_after_one():
+    """A third thread that comes while one is blocked on the lock waits its turn (counted
+    among the waiters from the start) and has the lock after the blocked one."""
+    lock, got = DriverLock(), []
+
+    def holder() -> None:
+        with lock:
+            first = _Waiter(lock, got)
+            first.start()
+            _until(lambda: lock.waiters == 1, "the first thread waits for the lock")
+            second = _Waiter(lock, got)
+            second.start()
+            _until(lambda: lock.waiters == 2, "the second thread is counted too")
+        for t in (first, second):
+            t.join(10)
+            assert not t.is_alive() and t.error is None
+        assert got == [first.name, second.name] and lock.waiters == 0
+
+    _as_holder(holder)
+
+
+def test_a_signal_handler_taking_the_lock_while_its_thread_is_blocked_on_it():
+    """The main thread blocks on the lock; a signal arrives and its handler makes an ioctl
+    (takes the lock) above that block. The handler does not wait for its own thread's block
+    to go first (it cannot): it has the lock once the holder lets go, then the block does."""
+    lock, order = DriverLock(), []
+    previous = signal.getsignal(signal.SIGUSR1)
+
+    def handler(signum, frame) -> None:
+        with lock:
+            order.append("handler")
+
+    signal.signal(signal.SIGUSR1, handler)
+    holding, release, stuck = threading.Event(), threading.Event(), threading.Event()
+
+    def other() -> None:
+        with lock:
+            holding.set()
+            _until(lambda: lock.waiters >= 1, "the main thread is blocked on the lock")
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.2)  # (the handler runs in the main thread, blocked on the lock: it waits)
+            release.set()
+        deadline = time.monotonic() + 5
+        while "handler" not in order and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if "handler" not in order:  # the handler waits for its own thread's block: wake it (as an entry would)
+            stuck.set()
+            with lock._turn:
+                lock.entries += 1
+                lock._turn.notify_all()
+
+    t = threading.Thread(target=other, daemon=True)
+    try:
+        t.start()
+        assert holding.wait(10)
+        with lock:
+            order.append("main")
+        t.join(10)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not stuck.is_set(), "the handler waited for its own thread's block on the lock"
+    assert release.is_set() and order == ["handler", "main"]
+    assert (lock.waiters, lock.depth) == (0, 0) and not lock._blocked
