@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from spec import packets as _packets
 from spec.builder_args import (_choices, _dwords, _enum_arg, _int, _misaligned, _out_of_range, _rule_error,
                                _seq, _tail_len, _too_wide)
+from spec.generated import field_enums, run_generated
 from spec.packets import HEADER, MAX_PAYLOAD, PACKETS, TYPE2_FILLER, Field, PacketDef
 
 __all__ = [
@@ -229,19 +230,10 @@ def _generate() -> str:
     for p in PACKETS:
         _gen_builder(p, src, ns)
         _gen_decoder(p, src)
-    text = "\n".join(src)
-    exec(compile(text, "<spec.pm4 generated>", "exec"), ns)
-    return text
+    return run_generated(src, "spec.pm4", ns)
 
 
-for _p in PACKETS:
-    for _f in _p.fields:
-        if _f.enum:
-            _cls = _enum.IntEnum(f"{_p.name}_{_f.name}", [(e.name, e.value) for e in _f.enum],
-                                 module=__name__)
-            _cls.__doc__ = f"{_p.name}.{_f.name}{_f.span}: {_f.doc}"
-            globals()[_cls.__name__] = _cls
-            __all__.append(_cls.__name__)
+field_enums(PACKETS, globals(), __all__)
 
 GENERATED_SOURCE = _generate()
 """The builders and decoders this module generated from the table."""
