@@ -36,6 +36,7 @@ class DriverLock:
         self.waiters = 0  # threads waiting to take it from outside (blocked, or waiting their turn)
         self._blocked: dict[int, int] = {}  # of them, those blocked on the lock itself (thread: how many times)
         self.entries = 0  # times a thread got the lock from outside (not re-entrantly)
+        self._queued = 0  # threads waiting on `_turn` for an entry
         self.depth = 0  # how deep the holder has entered it (1: one ioctl, not re-entered)
 
     def __enter__(self) -> "DriverLock":
@@ -44,11 +45,18 @@ class DriverLock:
         elif self._blocked or not self._lock.acquire(blocking=False):  # (the dict read without the guard: a hint)
             self._take(after_the_blocked=True)
         if self.depth == 0:
-            with self._turn:
-                self.entries += 1
-                self._turn.notify_all()
+            self._entered()
         self.depth += 1
         return self
+
+    def _entered(self) -> None:
+        """Count a take from outside (only the holder writes `entries`) and wake the threads
+        waiting for their turn, if any (`_queued` is counted under the guard before such a
+        thread looks at `entries`, so a take it has not seen finds it counted)."""
+        self.entries += 1
+        if self._queued:
+            with self._turn:
+                self._turn.notify_all()
 
     def _take(self, after_the_blocked: bool) -> None:
         """Take the lock from outside, counted among `waiters` until it is had; with
@@ -60,8 +68,12 @@ class DriverLock:
             self.waiters += 1
             try:
                 seen = self.entries
-                while after_the_blocked and self.entries == seen and any(t != me for t in self._blocked):
-                    self._turn.wait()
+                self._queued += 1
+                try:
+                    while after_the_blocked and self.entries == seen and any(t != me for t in self._blocked):
+                        self._turn.wait()
+                finally:
+                    self._queued -= 1
             except BaseException:
                 self.waiters -= 1
                 raise
@@ -99,15 +111,17 @@ class DriverLock:
             # until a waiter has taken it (or none waits any more): taking it back at once
             # could starve them
             with self._turn:
-                while self.entries == seen and self.waiters:
-                    self._turn.wait(0.01)
+                self._queued += 1
+                try:
+                    while self.entries == seen and self.waiters:
+                        self._turn.wait(0.01)
+                finally:
+                    self._queued -= 1
         finally:
             # back with the threads blocked on it, not behind them: one waiter in, not every one
             if not self._lock.acquire(blocking=False):
                 self._take(after_the_blocked=False)
-            with self._turn:
-                self.entries += 1
-                self._turn.notify_all()
+            self._entered()
             self.depth = 1
 
 
