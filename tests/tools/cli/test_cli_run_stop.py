@@ -75,9 +75,16 @@ def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend
                         last), r.stderr
     assert int(re.search(r"at cycle (\d+)", last).group(1)) > 0
     assert "Traceback" not in r.stderr + r.stdout
-    assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e["ph"] == "X" for e in events)
     figures = json.loads(stats.read_text())
-    assert figures["exit_code"] == 124 and figures["ioctls"] > 0
+    # the figures and the timeline tell the same run (how far it got in 3 s depends on the
+    # machine's load: an Icarus run at load 8 was stopped inside the KMD's start, no ioctl
+    # made); one that printed `running` after its GPU work made its ioctls
+    assert figures["exit_code"] == 124
+    assert figures["ioctls"] == sum(e.get("cat") == "ioctl" and e["ph"] == "X" for e in events), figures
+    if body is SPIN and "running" in r.stdout:
+        assert figures["ioctls"] > 0
     assert took < 120, took
 
 
@@ -160,11 +167,13 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
     for ever): the stop is raised again until the run has seen it."""
     _need(backend)
     app = tmp_path / "stubborn.py"
-    app.write_text(WORK + "def main():\n    work()\n    while True:\n        try:\n            while True:\n"
-                   "                pass\n        except BaseException:\n            pass\n")
+    # (it swallows the stop from its first line, its GPU work too, which it does not begin
+    # again: a stop that came while the app was still in work(), before a loop that swallowed
+    # it, on a machine busy with more than this suite, ended it there, the line without its reason)
+    app.write_text(WORK + "def main():\n    done = False\n    while True:\n        try:\n"
+                   "            if not done:\n                done = True\n                work()\n"
+                   "            while True:\n                pass\n        except BaseException:\n            pass\n")
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
-    # (3 s: at 1 s, on a machine busy with more than this suite, the stop came while the app
-    # was still in work(), before the loop that swallows it, and the line lacked its reason)
     r = gpucosim("run", str(app), "--sim", backend, "--timeout", "3", "--trace", str(trace), "--stats-json",
                  str(stats), timeout=60)
     assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
