@@ -19,8 +19,8 @@ from kmd_model.uapi import InfoQuery, Request, VaOp, VmFlags
 from spec import pm4, vm as vm_spec
 from testbench.refmodel import RefModel
 
-from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, RW, Umd, ib, refused
-from tests.kmd.uapi.test_kmd_uapi_lifetimes import held
+from tests.kmd.uapi.test_kmd_uapi_contract import PAGE, Umd, ib, refused
+from tests.kmd.uapi.test_kmd_uapi_lifetimes import held_writing_a_page
 
 
 @pytest.mark.parametrize("how, cause", [("CLEAR", "INVALID"), ("REPLACE read-only", "PERMISSION")])
@@ -29,15 +29,7 @@ def test_a_gfx_jobs_vm_fault_is_info_vm_fault_field_by_field(how, cause):
     REPLACEd by a READABLE-only mapping (PERMISSION) under it: the job faults (WAIT_CS
     ECANCELED) and VM_FAULT says where, with which VMID, what access and why, at the leaf
     level (the page's entry), each field the status register's."""
-    kmd_model.bind(RefModel(), job_timeout=20_000)
-    u = Umd()
-    ctx = u.ctx()
-    h, u32, va = u.bo(0x4000)
-    t = u.create(PAGE)
-    tva = u.va
-    u.va += 2 * PAGE
-    u.map(t, tva, PAGE, flags=RW)
-    job = held(u, ctx, u32, h, va, pm4.write_data(tva + 0x10, [0x77]))
+    u, ctx, u32, h, va, t, tva, job = held_writing_a_page(0x10)
     if how == "CLEAR":
         u.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, tva, 0, PAGE, 0))
     else:

@@ -38,6 +38,22 @@ def held(u: Umd, ctx: int, u32, h: int, va: int, then=(), offset=0) -> int:
     return u.cs(ctx, ib(u32, pm4.wait_reg_mem(va + 0x3000, 1, 1, "EQ") + list(then), offset=offset, handle=h))
 
 
+def held_writing_a_page(at: int = 0) -> tuple:
+    """A client of a new reference-model device (job_timeout 20,000) with a held gfx job
+    (`held`) that writes 0x77 at `at` in a page mapped read-write after its hold, a page's
+    gap below it: (u, ctx, u32, h, va, the page's handle, its address, the job's seqno)."""
+    kmd_model.bind(RefModel(), job_timeout=20_000)
+    u = Umd()
+    ctx = u.ctx()
+    h, u32, va = u.bo(0x4000)
+    t = u.create(PAGE)
+    tva = u.va
+    u.va += 2 * PAGE
+    u.map(t, tva, PAGE, flags=RW)
+    job = held(u, ctx, u32, h, va, pm4.write_data(tva + at, [0x77]))
+    return u, ctx, u32, h, va, t, tva, job
+
+
 # ------------------------------------------------------------------------------ the waits' timeouts
 
 def test_wait_timeouts_are_cycles_from_the_call():
@@ -216,15 +232,7 @@ def test_clear_takes_a_closed_bos_range_from_the_job_that_holds_it_at_once():
     """A BO closed while a job holds it stays mapped for that job (GemCloseArgs); a CLEAR of
     its range removes whatever is mapped there (VaOp.CLEAR) without waiting, unlike a MAP or
     REPLACE: the job then faults."""
-    kmd_model.bind(RefModel(), job_timeout=20_000)
-    u = Umd()
-    ctx = u.ctx()
-    h, u32, va = u.bo(0x4000)
-    t = u.create(PAGE)
-    tva = u.va
-    u.va += 0x2000
-    u.map(t, tva, PAGE, flags=RW)
-    job = held(u, ctx, u32, h, va, pm4.write_data(tva, [0x77]))
+    u, ctx, u32, h, va, t, tva, job = held_writing_a_page()
     u.close_bo(t)
     t0 = now(u)
     u.io(Request.GEM_VA, uapi.GemVaArgs(0, VaOp.CLEAR, tva, 0, PAGE, 0))
