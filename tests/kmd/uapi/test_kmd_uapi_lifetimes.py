@@ -46,12 +46,19 @@ def held_writing_a_page(at: int = 0) -> tuple:
     u = Umd()
     ctx = u.ctx()
     h, u32, va = u.bo(0x4000)
+    t, tva = mapped_page(u)
+    job = held(u, ctx, u32, h, va, pm4.write_data(tva + at, [0x77]))
+    return u, ctx, u32, h, va, t, tva, job
+
+
+def mapped_page(u: Umd) -> tuple[int, int]:
+    """A new page mapped read-write at the client's next address, a page's gap after it:
+    its handle and address."""
     t = u.create(PAGE)
     tva = u.va
     u.va += 2 * PAGE
     u.map(t, tva, PAGE, flags=RW)
-    job = held(u, ctx, u32, h, va, pm4.write_data(tva + at, [0x77]))
-    return u, ctx, u32, h, va, t, tva, job
+    return t, tva
 
 
 # ------------------------------------------------------------------------------ the waits' timeouts
@@ -428,10 +435,7 @@ def test_a_dma_job_submitted_after_a_bos_close_still_reaches_it_while_a_job_hold
     assert u.info.sdma_rings == 1  # (the model's copy engine)
     ctx = u.ctx()
     h, u32, va = u.bo(0x4000)
-    t = u.create(PAGE)
-    tva = u.va
-    u.va += 2 * PAGE
-    u.map(t, tva, PAGE, flags=RW)
+    t, tva = mapped_page(u)
     u.mmap(t).view("<u4")[:4] = [0xC0, 0xFF, 0xEE, 0x11]
     hold = held(u, ctx, u32, h, va)
     u.close_bo(t)
