@@ -393,7 +393,13 @@ def check_each_reset_changes_only_what_it_resets_in_the_whole_register_map(dev):
     bits, VM_INVALIDATE_ACK and the counters. Each reset is taken with the three queues
     stopped by errors (a VM fault, an illegal opcode, a DECERR), entries left in the IH ring,
     every INT_STATUS bit set and the settings away from their reset values, so nothing moves
-    but what the reset moves; the counters of time only go on (never back)."""
+    but what the reset moves; the counters of time only go on (never back). Then, the engines
+    idle, the other control writes alike: CONTROL.HALT sets STATUS.HALTED alone, SDMA_CNTL.HALT
+    SDMA_STATUS.HALTED, CONTROL.PERF_CLEAR zeroes every PERF_* counter (every element, the
+    counters of time too: nothing runs) and nothing else, each INT_STATUS event bit written 1
+    clears itself alone (written 0, nothing) and each INT_FORCE bit sets its own alone,
+    IH_RPTR = IH_WPTR clears IH_PENDING alone, and VM_INVALIDATE_REQ moves VM_INVALIDATE_ACK
+    alone."""
     g, q0, ih = bring_up(dev)
     q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
     s = SdmaRing(g, SRING, 6, SRPTR_WB)
@@ -447,38 +453,77 @@ def check_each_reset_changes_only_what_it_resets_in_the_whole_register_map(dev):
                              "CP_ERROR_OFFSET", "VM_FAULT_STATUS", "VM_FAULT_ADDR_LO", "VM_FAULT_ADDR_HI"), 0)
         | {"STATUS": idle}}
 
-    def reset(what, write, statuses, changes):
+    def step(what, write, statuses, changes, moved=()):
+        """`write`, then wait for each of `statuses` ((register, field)) to read 1; every
+        register (every element of an array) then reads what it read before but for `changes`,
+        the counters of time not in `changes` only going on; each of `moved` read otherwise
+        before."""
         before = snapshot()
-        for n in changes:
-            assert n in ("IH_WPTR", "INT_STATUS") or before[(n, 0)] != changes[n] or n.endswith("_HI"), \
-                f"{what}: {n} already reads {changes[n]:#x}: the check would see no change"
+        for n in moved:
+            assert before[(n, 0)] != changes[n], f"{what}: {n} already reads {changes[n]:#x}: nothing to see"
         write()
-        for st in statuses:
-            g.idle(st)
+        for st, f in statuses:
+            g.until(lambda: g.fields(st)[f], f"{st}.{f}")
         after = snapshot()
-        want = {**before, **{(n, 0): v for n, v in changes.items()}}
+        want = {**before, **{(n, i): v for n, v in changes.items() for i in range(regs[n].count)}}
         bad = [f"{n}[{i}] {before[(n, i)]:#x} -> {after[(n, i)]:#x} (expected {want[(n, i)]:#x})"
-               for (n, i) in before if n not in time and after[(n, i)] != want[(n, i)]]
+               for (n, i) in before if (n not in time or n in changes) and after[(n, i)] != want[(n, i)]]
         back = [f"{n} {before[(n, 0)]} -> {after[(n, 0)]}" for n in time
-                if (after[(n, 0)] - before[(n, 0)]) & M32 >= 1 << 31]
+                if n not in changes and (after[(n, 0)] - before[(n, 0)]) & M32 >= 1 << 31]
         assert not bad, f"{what} changed what it does not reset, or not what it does:\n" + "\n".join(bad)
         assert not back, f"{what}: counters of time went back: {back}"
 
+    ptrs = ("RB_RPTR", "RB_WPTR", "CP_ERROR", "CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "CP_HQD1_ERROR", "SDMA_RB_RPTR",
+            "SDMA_RB_WPTR", "SDMA_ERROR", "VM_FAULT_STATUS", "VM_FAULT_ADDR_LO", "CP_ERROR_ADDR_LO",
+            "CP_HQD1_ERROR_ADDR_LO", "SDMA_ERROR_ADDR_LO", "SDMA_ERROR_ADDR_HI", "STATUS", "CP_HQD1_STATUS",
+            "SDMA_STATUS")
     stop_all(3)
     g.write("IH_RPTR", 32)  # one entry read, two left: IH_PENDING
-    reset("CP_QUEUE_RESET.Q1", lambda: g.set("CP_QUEUE_RESET", Q1=1), ["CP_HQD1_STATUS"], cleared["Q1"])
-    reset("SDMA_CNTL.QUEUE_RESET", lambda: g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1), ["SDMA_STATUS"],
-          cleared["SDMA"])
-    reset("CP_QUEUE_RESET.Q0", lambda: g.set("CP_QUEUE_RESET", Q0=1), ["STATUS"], cleared["Q0"])
+    for what, field, status, key in (("CP_QUEUE_RESET.Q1", "Q1", "CP_HQD1_STATUS", "Q1"),
+                                     ("SDMA_CNTL.QUEUE_RESET", None, "SDMA_STATUS", "SDMA"),
+                                     ("CP_QUEUE_RESET.Q0", "Q0", "STATUS", "Q0")):
+        write = (lambda f=field: g.set("CP_QUEUE_RESET", **{f: 1})) if field else \
+            (lambda: g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1))
+        step(what, write, [(status, "IDLE")], cleared[key], [n for n in cleared[key] if n in ptrs])
     # the driver starts its rings again at 0, write-back dwords zeroed, and stops them again
     q0.wptr = q1.wptr = s.wptr = 0
     g.w32(RPTR_WB, [0]), g.w32(RPTR1_WB, [0]), g.w32(SRPTR_WB, [0])
     g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
     stop_all(6)
     g.write("IH_RPTR", 64)  # IH_WPTR 192: still pending after SOFT_RESET's IH_WPTR 0
-    reset("CONTROL.SOFT_RESET", lambda: g.set("CONTROL", SOFT_RESET=1), ["STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"],
-          {**cleared["Q1"], **cleared["SDMA"], **cleared["Q0"], "IH_WPTR": 0})
-
+    every = {**cleared["Q1"], **cleared["SDMA"], **cleared["Q0"], "IH_WPTR": 0}
+    step("CONTROL.SOFT_RESET", lambda: g.set("CONTROL", SOFT_RESET=1),
+         [("STATUS", "IDLE"), ("CP_HQD1_STATUS", "IDLE"), ("SDMA_STATUS", "IDLE")], every,
+         [n for n in every if n in ptrs + ("IH_WPTR",)])
+    # the halts, on idle engines: each sets its HALTED alone (queue 1 has none: STATUS shows both)
+    step("CONTROL.HALT", lambda: g.set("CONTROL", HALT=1), [("STATUS", "HALTED")],
+         {"CONTROL": 1, "STATUS": g.value("STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}, ["CONTROL", "STATUS"])
+    step("SDMA_CNTL.HALT", lambda: g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1), [("SDMA_STATUS", "HALTED")],
+         {"SDMA_CNTL": g.value("SDMA_CNTL", HALT=1, TRAP_ENABLE=1),
+          "SDMA_STATUS": g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}, ["SDMA_CNTL", "SDMA_STATUS"])
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    # CONTROL.PERF_CLEAR, every engine idle: every PERF_* counter reads 0 (nothing runs to
+    # count again), everything else as it was
+    perf = {n: 0 for n in regs if n.startswith("PERF_")}
+    packets = {(n, i) for n in ("PERF_PACKETS", "PERF_SDMA_PACKETS") for i in range(regs[n].count)}
+    assert sum(g.read(n, i) for n, i in packets) and g.read("PERF_DWORDS_FETCHED"), "no counter to clear"
+    step("CONTROL.PERF_CLEAR", lambda: g.set("CONTROL", PERF_CLEAR=1), [], perf)
+    # the interrupt bits by hand: INT_STATUS's RW1C bits each cleared alone by a 1 (a 0 clears
+    # nothing), INT_FORCE's pulses each setting one alone; IH_RPTR = IH_WPTR ends IH_PENDING
+    # alone; a TLB invalidation request moves VM_INVALIDATE_ACK alone
+    status = g.read("INT_STATUS")
+    assert status == 0xF, hex(status)
+    step("INT_STATUS written 0", lambda: g.write("INT_STATUS", 0), [], {})
+    for bit in ("EOP", "CP_ERROR", "IH_OVERFLOW"):
+        one = g.value("INT_STATUS", **{bit: 1})
+        step(f"INT_STATUS.{bit} written 1", lambda b=one: g.write("INT_STATUS", b), [], {"INT_STATUS": status & ~one},
+             ["INT_STATUS"])
+        step(f"INT_FORCE.{bit}", lambda b=bit: g.set("INT_FORCE", **{b: 1}), [], {"INT_STATUS": status}, ["INT_STATUS"])
+    step("IH_RPTR = IH_WPTR", lambda: g.write("IH_RPTR", g.read("IH_WPTR")), [],
+         {"IH_RPTR": 0, "INT_STATUS": status & ~g.value("INT_STATUS", IH_PENDING=1)}, ["IH_RPTR", "INT_STATUS"])
+    step("VM_INVALIDATE_REQ", lambda: g.set("VM_INVALIDATE_REQ", PER_VMID=0x0400, ALL_ADDR=1),
+         [("VM_INVALIDATE_ACK", "PER_VMID")], {"VM_INVALIDATE_ACK": 0x0400}, ["VM_INVALIDATE_ACK"])
 
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
