@@ -430,8 +430,9 @@ def check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted(dev):
     for queue 0), so a driver that halts the SDMA waits for HALTED or ERROR." A halted SDMA
     takes a good doorbell (SDMA_RB_WPTR moves, nothing runs: HALTED 1, IDLE 0); then a
     DOORBELL_BACKWARDS and, after a reset, a DOORBELL_OVERFLOW, each with that work pending:
-    SDMA_STATUS reads ERROR and IDLE with HALTED 0, once it shows ERROR no read shows HALTED
-    again, SDMA_ERROR holds the doorbell's code with LEVEL RING, OP 0, ADDR the value with bits
+    every read shows HALTED or ERROR (while the error drains, IDLE 0, both can: on the RTL the
+    first read after the doorbell's response), and once SDMA_STATUS reads ERROR and IDLE
+    (stopped) it reads HALTED 0 at every read; SDMA_ERROR holds the doorbell's code with LEVEL RING, OP 0, ADDR the value with bits
     1:0 cleared and OFFSET the rptr in dwords, the SDMA_ERROR entry's VMID is 0, and the
     pending FENCE never runs. SDMA_CNTL.QUEUE_RESET written with HALT kept leaves the queue
     idle, empty and HALTED again (pointers 0); once HALT is cleared the work given after the
@@ -452,16 +453,16 @@ def check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted(dev):
         rptr = g.read("SDMA_RB_RPTR")
         bad = (s.wptr - 4 if code == "DOORBELL_BACKWARDS" else rptr + 4 * 64 + 4) | 3  # bits 1:0 ignored
         g.write("SDMA_DOORBELL", bad)
-        seen = []
+        seen = []  # (HALTED, ERROR, IDLE) at each read, until stopped and 20 reads more
         for _ in range(400):
             f = g.fields("SDMA_STATUS")
-            seen.append((f["HALTED"], f["ERROR"]))
-            if f["ERROR"] and f["IDLE"]:
+            seen.append((f["HALTED"], f["ERROR"], f["IDLE"]))
+            if seen[-20:] == [(0, 1, 1)] * 20:
                 break
-        st = g.fields("SDMA_STATUS")
-        assert (st["ERROR"], st["IDLE"], st["HALTED"]) == (1, 1, 0), f"{code} of a halted SDMA: {st}"
-        first = next(i for i, (_, e) in enumerate(seen) if e)
-        assert all(e and not h for h, e in seen[first:]), f"{code}: HALTED read again beside ERROR: {seen}"
+        assert seen[-1] == (0, 1, 1), f"{code} of a halted SDMA: not stopped with ERROR, HALTED 0: {seen}"
+        assert all(h or e for h, e, _ in seen), f"{code}: a read showed neither HALTED nor ERROR: {seen}"
+        stopped = next(k for k, (_, e, i) in enumerate(seen) if e and i)
+        assert all(x == (0, 1, 1) for x in seen[stopped:]), f"{code}: HALTED again once stopped: {seen}"
         e = err.fields
         word = g.read("SDMA_ERROR")
         got = (e["CODE"].get(word), e["LEVEL"].get(word), e["OP"].get(word), e["SUB_OP"].get(word),
