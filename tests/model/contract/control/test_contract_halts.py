@@ -3,7 +3,8 @@ the docs alone): what the driver's control registers do to work in flight. Halts
 doorbells: CONTROL.HALT and SDMA_CNTL.HALT stop at a packet boundary, STATUS.HALTED while
 the other queue is stopped by an error or the halted CP works without a packet, doorbells
 written in part or overflowing, STATUS.IDLE right after a doorbell, the SDMA's entry waiting
-for the CP's packet in hand, doorbells written while a reset drains a fill (resets and counters: test_contract_resets.py).
+for the CP's packet in hand, doorbells written while a reset drains a fill, a halted SDMA stopped by
+its doorbell's error (resets and counters: test_contract_resets.py).
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.

@@ -2,7 +2,8 @@
 the docs alone): what the driver's control registers do to work in flight. Resets and
 counters: CONTROL.SOFT_RESET and the per-queue resets (what they keep: settings, registers,
 SDMA_CNTL, the counters; what goes with the error), CONTROL.PERF_CLEAR, TIMESTAMP running on
-through both, the TLB and DMA busy counters (halts and doorbells: test_contract_halts.py;
+through both, the TLB and DMA busy counters, the whole register map read around each reset and
+control write (halts and doorbells: test_contract_halts.py;
 the rings' enables and locked registers: test_contract_rings.py; the IH ring:
 test_contract_ih_ring.py).
 
