@@ -455,7 +455,7 @@ def check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted(dev):
         bad = (s.wptr - 4 if code == "DOORBELL_BACKWARDS" else rptr + 4 * 64 + 4) | 3  # bits 1:0 ignored
         g.write("SDMA_DOORBELL", bad)
         seen = []  # (HALTED, ERROR, IDLE) at each read, until stopped and 20 reads more
-        for _ in range(400):
+        for _ in range(2000):  # (a bound: slow memory drains for longer)
             f = g.fields("SDMA_STATUS")
             seen.append((f["HALTED"], f["ERROR"], f["IDLE"]))
             if seen[-20:] == [(0, 1, 1)] * 20:
