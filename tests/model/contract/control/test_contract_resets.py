@@ -400,7 +400,9 @@ def check_each_reset_changes_only_what_it_resets_in_the_whole_register_map(dev):
     counters of time too: nothing runs) and nothing else, each INT_STATUS event bit written 1
     clears itself alone (written 0, nothing) and each INT_FORCE bit sets its own alone,
     IH_RPTR = IH_WPTR clears IH_PENDING alone, and VM_INVALIDATE_REQ moves VM_INVALIDATE_ACK
-    alone."""
+    alone. Last, each queue reset while CONTROL.HALT and SDMA_CNTL.HALT hold work given to all
+    three queues: the reset queue's work is dropped (its pointers 0, IDLE and RB_EMPTY, HALTED
+    kept), the other queues keep theirs, and nothing runs once the halts end."""
     g, q0, ih = bring_up(dev)
     q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
     s = SdmaRing(g, SRING, 6, SRPTR_WB)
@@ -525,6 +527,37 @@ def check_each_reset_changes_only_what_it_resets_in_the_whole_register_map(dev):
          {"IH_RPTR": 0, "INT_STATUS": status & ~g.value("INT_STATUS", IH_PENDING=1)}, ["IH_RPTR", "INT_STATUS"])
     step("VM_INVALIDATE_REQ", lambda: g.set("VM_INVALIDATE_REQ", PER_VMID=0x0400, ALL_ADDR=1),
          [("VM_INVALIDATE_ACK", "PER_VMID")], {"VM_INVALIDATE_ACK": 0x0400}, ["VM_INVALIDATE_ACK"])
+    # each queue reset while the CP and the SDMA are halted with work given to all three
+    # (hardware.md: "A queue reset while CONTROL.HALT holds the CP drops the work the queue had
+    # not started (RB_RPTR = RB_WPTR = 0, HALTED stays 1)"): the other queues keep their
+    # pending work and status, nothing runs
+    q0.wptr = q1.wptr = s.wptr = 0
+    g.set("CONTROL", HALT=1)
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"] and g.fields("SDMA_STATUS")["HALTED"], "both HALTED")
+    q0.submit(write_data(OUT + 0x20, [0x20]))
+    q1.submit(write_data(OUT + 0x24, [0x24]))
+    s.submit(sdma("FENCE", DATA=0x28, **lo_hi("ADDR", OUT + 0x28, 2)))
+    g.dev.delay(100)
+    pending = {st: g.fields(st) for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")}
+    assert [(f["IDLE"], f["RB_EMPTY"]) for f in pending.values()] == [(0, 0)] * 3, pending
+    assert (pending["STATUS"]["HALTED"], pending["SDMA_STATUS"]["HALTED"]) == (1, 1), pending
+    halted_idle = {"STATUS": g.value("STATUS", IDLE=1, RB_EMPTY=1, HALTED=1),
+                   "CP_HQD1_STATUS": g.value("CP_HQD1_STATUS", IDLE=1, RB_EMPTY=1),
+                   "SDMA_STATUS": g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}
+    for what, write, status, wptr in (
+            ("CP_QUEUE_RESET.Q1 while halted", lambda: g.set("CP_QUEUE_RESET", Q1=1), "CP_HQD1_STATUS",
+             "CP_HQD1_RB_WPTR"),
+            ("SDMA_CNTL.QUEUE_RESET while halted", lambda: g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1, TRAP_ENABLE=1),
+             "SDMA_STATUS", "SDMA_RB_WPTR"),
+            ("CP_QUEUE_RESET.Q0 while halted", lambda: g.set("CP_QUEUE_RESET", Q0=1), "STATUS", "RB_WPTR")):
+        step(what, write, [(status, "IDLE")], {wptr: 0, status: halted_idle[status]}, [wptr, status])
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    g.dev.delay(200)
+    assert g.r32(OUT + 0x20, 3) == [0, 0, 0], "work a queue reset dropped ran"
+    assert {st: g.read(st) for st in halted_idle} == \
+        {st: v & ~g.value("STATUS", HALTED=1) for st, v in halted_idle.items()}, "idle, empty, not halted"
 
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
