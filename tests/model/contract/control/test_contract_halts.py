@@ -433,9 +433,9 @@ def check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted(dev):
     DOORBELL_BACKWARDS and, after a reset, a DOORBELL_OVERFLOW, each with that work pending:
     every read shows HALTED or ERROR (while the error drains, IDLE 0, both can: on the RTL the
     first read after the doorbell's response), and once SDMA_STATUS reads ERROR and IDLE
-    (stopped) it reads HALTED 0 at every read; SDMA_ERROR holds the doorbell's code with LEVEL RING, OP 0, ADDR the value with bits
-    1:0 cleared and OFFSET the rptr in dwords, the SDMA_ERROR entry's VMID is 0, and the
-    pending FENCE never runs. SDMA_CNTL.QUEUE_RESET written with HALT kept leaves the queue
+    (stopped) it reads HALTED 0 at every read; SDMA_ERROR holds the doorbell's code with LEVEL
+    RING, OP 0, ADDR the value with bits 1:0 cleared and OFFSET the rptr in dwords, the
+    SDMA_ERROR entry's VMID is 0, and the pending FENCE never runs. SDMA_CNTL.QUEUE_RESET written with HALT kept leaves the queue
     idle, empty and HALTED again (pointers 0); once HALT is cleared the work given after the
     reset runs."""
     g, q0, ih = bring_up(dev)
