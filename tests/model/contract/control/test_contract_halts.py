@@ -3,7 +3,8 @@ the docs alone): what the driver's control registers do to work in flight. Halts
 doorbells: CONTROL.HALT and SDMA_CNTL.HALT stop at a packet boundary, STATUS.HALTED while
 the other queue is stopped by an error or the halted CP works without a packet, doorbells
 written in part or overflowing, STATUS.IDLE right after a doorbell, the SDMA's entry waiting
-for the CP's packet in hand, doorbells written while a reset drains a fill (resets and counters: test_contract_resets.py).
+for the CP's packet in hand, doorbells written while a reset drains a fill, a halted SDMA stopped by
+its doorbell's error (resets and counters: test_contract_resets.py).
 
 The `check_*(dev)` bodies run here on the reference model and, through CHECKS and
 tests/cosim/driver_checks.py, on the RTL under Verilator and Icarus.
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IH_BASE, IH_WB, M32, OUT, RING, RING1, RPTR1_WB, RPTR_WB, SRING, Gpu, IhRing,
+from tests.model.contract.contract_driver import (IH_BASE, IH_WB, M32, OUT, RING, RING1, RPTR1_WB, RPTR_WB, SRING,
+                                         SRPTR_WB, Gpu, IhRing,
                                          Ring, SdmaRing, bring_up, dma_data, lo_hi, release_mem, sdma, wait_mem,
                                          write_data)
 
@@ -423,10 +425,73 @@ def check_doorbells_during_a_reset_are_ignored(dev):
     return seen
 
 
+def check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted(dev):
+    """docs/hardware.md (The SDMA copy engine): "A halted SDMA still takes its doorbell's
+    checks: stopped by an error, SDMA_STATUS shows ERROR and reads HALTED 0 (as STATUS does
+    for queue 0), so a driver that halts the SDMA waits for HALTED or ERROR." A halted SDMA
+    takes a good doorbell (SDMA_RB_WPTR moves, nothing runs: HALTED 1, IDLE 0); then a
+    DOORBELL_BACKWARDS and, after a reset, a DOORBELL_OVERFLOW, each with that work pending:
+    every read shows HALTED or ERROR (while the error drains, IDLE 0, both can: on the RTL the
+    first read after the doorbell's response), and once SDMA_STATUS reads ERROR and IDLE
+    (stopped) it reads HALTED 0 at every read; SDMA_ERROR holds the doorbell's code with LEVEL
+    RING, OP 0, ADDR the value with bits 1:0 cleared and OFFSET the rptr in dwords, the
+    SDMA_ERROR entry's VMID is 0, and the pending FENCE never runs. SDMA_CNTL.QUEUE_RESET written with HALT kept leaves the queue
+    idle, empty and HALTED again (pointers 0); once HALT is cleared the work given after the
+    reset runs."""
+    g, q0, ih = bring_up(dev)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)  # 64 dwords: 256 bytes
+    s.run(sdma("FENCE", DATA=1, **lo_hi("ADDR", OUT, 2)))
+    g.set("SDMA_CNTL", HALT=1)
+    g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED")
+    err = g.regs["SDMA_ERROR"]
+    for k, code in enumerate(("DOORBELL_BACKWARDS", "DOORBELL_OVERFLOW")):
+        fence = OUT + 0x10 + 4 * k
+        s.submit(sdma("FENCE", DATA=0x20 + k, **lo_hi("ADDR", fence, 2)))
+        g.dev.delay(100)
+        st = g.fields("SDMA_STATUS")
+        assert (g.read("SDMA_RB_WPTR"), st["HALTED"], st["IDLE"], st["ERROR"], g.r32(fence)) == \
+            (s.wptr, 1, 0, 0, 0), f"a good doorbell of a halted SDMA: {st}"
+        rptr = g.read("SDMA_RB_RPTR")
+        bad = (s.wptr - 4 if code == "DOORBELL_BACKWARDS" else rptr + 4 * 64 + 4) | 3  # bits 1:0 ignored
+        g.write("SDMA_DOORBELL", bad)
+        seen = []  # (HALTED, ERROR, IDLE) at each read, until stopped and 20 reads more
+        for _ in range(2000):  # (a bound: slow memory drains for longer)
+            f = g.fields("SDMA_STATUS")
+            seen.append((f["HALTED"], f["ERROR"], f["IDLE"]))
+            if seen[-20:] == [(0, 1, 1)] * 20:
+                break
+        assert seen[-1] == (0, 1, 1), f"{code} of a halted SDMA: not stopped with ERROR, HALTED 0: {seen}"
+        assert all(h or e for h, e, _ in seen), f"{code}: a read showed neither HALTED nor ERROR: {seen}"
+        stopped = next(k for k, (_, e, i) in enumerate(seen) if e and i)
+        assert all(x == (0, 1, 1) for x in seen[stopped:]), f"{code}: HALTED again once stopped: {seen}"
+        e = err.fields
+        word = g.read("SDMA_ERROR")
+        got = (e["CODE"].get(word), e["LEVEL"].get(word), e["OP"].get(word), e["SUB_OP"].get(word),
+               g.read("SDMA_ERROR_ADDR_LO"), g.read("SDMA_ERROR_ADDR_HI"), g.read("SDMA_ERROR_OFFSET"))
+        assert got == (g.err[code], g.level["RING"], 0, 0, bad & ~3, 0, (rptr // 4) % 64), f"{code}: {got}"
+        (entry,) = g.until(lambda: ih.pop() or None, "the SDMA_ERROR entry")
+        assert (entry["CLIENT_ID"], entry["SOURCE_ID"], entry["VMID"], entry["DATA0"], entry["DATA1"]) == \
+            (0x08, 241, 0, word, bad & ~3), entry
+        g.dev.delay(100)
+        assert g.r32(fence) == 0 and g.fields("SDMA_STATUS")["ERROR"] == 1, "the pending FENCE ran"
+        g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1)
+        g.until(lambda: g.fields("SDMA_STATUS")["HALTED"], "SDMA_STATUS.HALTED after the reset")
+        assert g.fields("SDMA_STATUS") == {**g.fields("SDMA_STATUS"), "IDLE": 1, "RB_EMPTY": 1, "ERROR": 0}
+        assert (g.read("SDMA_RB_RPTR"), g.read("SDMA_RB_WPTR"), g.read("SDMA_ERROR")) == (0, 0, 0)
+        s.wptr = 0
+    s.submit(sdma("FENCE", DATA=0x30, **lo_hi("ADDR", OUT + 0x20, 2)))
+    g.dev.delay(100)
+    assert g.r32(OUT + 0x20) == 0 and g.fields("SDMA_STATUS")["HALTED"] == 1
+    g.set("SDMA_CNTL", HALT=0)
+    g.idle("SDMA_STATUS")
+    assert (g.r32(OUT + 0x10, 2), g.r32(OUT + 0x20)) == ([0, 0], 0x30)
+
+
 CHECKS = [check_halts_stop_at_a_packet_boundary, check_halted_shows_while_the_other_queue_is_stopped_by_an_error,
           check_partial_doorbells_overflow_and_control_writes, check_idle_reads_0_until_a_doorbell_is_taken,
           check_halted_holds_while_the_halted_cp_takes_a_doorbell_error_or_an_entry,
-          check_sdma_entry_waits_for_the_cp_packet_in_hand, check_doorbells_during_a_reset_are_ignored]
+          check_sdma_entry_waits_for_the_cp_packet_in_hand, check_doorbells_during_a_reset_are_ignored,
+          check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])

@@ -2,7 +2,8 @@
 the docs alone): what the driver's control registers do to work in flight. Resets and
 counters: CONTROL.SOFT_RESET and the per-queue resets (what they keep: settings, registers,
 SDMA_CNTL, the counters; what goes with the error), CONTROL.PERF_CLEAR, TIMESTAMP running on
-through both, the TLB and DMA busy counters (halts and doorbells: test_contract_halts.py;
+through both, the TLB and DMA busy counters, the whole register map read around each reset and
+control write (halts and doorbells: test_contract_halts.py;
 the rings' enables and locked registers: test_contract_rings.py; the IH ring:
 test_contract_ih_ring.py).
 
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.model.contract.contract_driver import (IB1, IH_BASE, IH_WB, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1, RING1,
-                                         RPTR1_WB, SRING, SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT, VA_RO, VALID,
-                                         WRITEABLE, Gpu, Ring, SdmaRing, bring_up, dma_data, ib, lo_hi,
-                                         map_vmid1, release_mem, sdma, wait_mem, write_data)
+from tests.model.contract.contract_driver import (IB1, IH_BASE, IH_WB, M32, OUT, PA_CODE, PA_OUT, PA_OUT2, PT_L1,
+                                         RING1, RPTR1_WB, RPTR_WB, SRING, SRPTR_WB, VA_CODE, VA_HOLE, VA_OUT,
+                                         VA_RO, VALID, WRITEABLE, Gpu, Ring, SdmaRing, bring_up, dma_data, ib,
+                                         lo_hi, map_vmid1, registers, release_mem, sdma, wait_mem, write_data)
 
 
 def check_soft_reset_keeps_settings(dev):
@@ -381,13 +382,191 @@ def check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry(dev):
         (64, 64, 8, 0)
 
 
+def check_each_reset_changes_only_what_it_resets_in_the_whole_register_map(dev):
+    """Every register of registers.md (every element of an array), read before and after each
+    reset, changes only as the docs say: CP_QUEUE_RESET.Q1 (registers.md: "pointers, IB state,
+    poll and error of that queue go to a clean idle state; its ring registers keep their
+    values; the other queue, the SDMA queue and the IH ring are untouched") clears
+    CP_HQD1_RB_RPTR/WPTR and CP_HQD1_ERROR* and leaves CP_HQD1_STATUS IDLE and RB_EMPTY alone;
+    SDMA_CNTL.QUEUE_RESET the SDMA's likewise; CP_QUEUE_RESET.Q0 queue 0's and VM_FAULT_*
+    (queue 0's fault: "0 once neither is"); CONTROL.SOFT_RESET all three and IH_WPTR, leaving
+    every setting ("Configuration registers keep their values"), IH_RPTR, INT_STATUS's sticky
+    bits, VM_INVALIDATE_ACK and the counters. Each reset is taken with the three queues
+    stopped by errors (a VM fault, an illegal opcode, a DECERR), entries left in the IH ring,
+    every INT_STATUS bit set and the settings away from their reset values, so nothing moves
+    but what the reset moves; the counters of time only go on (never back). Then, the engines
+    idle, the other control writes alike: CONTROL.HALT sets STATUS.HALTED alone, SDMA_CNTL.HALT
+    SDMA_STATUS.HALTED, CONTROL.PERF_CLEAR zeroes every PERF_* counter (every element, the
+    counters of time too: nothing runs) and nothing else, each INT_STATUS event bit written 1
+    clears itself alone (written 0, nothing) and each INT_FORCE bit sets its own alone,
+    IH_RPTR = IH_WPTR clears IH_PENDING alone, and VM_INVALIDATE_REQ moves VM_INVALIDATE_ACK
+    alone. Last, each queue reset while CONTROL.HALT and SDMA_CNTL.HALT hold work given to all
+    three queues: the reset queue's work is dropped (its pointers 0, IDLE and RB_EMPTY, HALTED
+    kept), the other queues keep theirs, and nothing runs once the halts end."""
+    g, q0, ih = bring_up(dev)
+    q1 = Ring(g, RING1, 8, RPTR1_WB, queue=1)
+    s = SdmaRing(g, SRING, 6, SRPTR_WB)
+    regs = registers()
+    time = ("PERF_BUSY_CYCLES", "PERF_STALL_CYCLES", "PERF_DMA_BUSY_CYCLES", "PERF_SDMA_BUSY_CYCLES",
+            "PERF_WALK_CYCLES")
+    # settings away from their reset values (VMIDs 2-15 programmed, not enabled)
+    g.write("SCRATCH", 0x5AA5_C33C)
+    g.set("CP_QUEUE_PRIORITY", Q0=2, Q1=1)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    for i in range(2, 16):
+        g.write("VM_CONTEXT_PT_BASE_LO", 0x10_0000 * i, i)
+        g.write("VM_CONTEXT_PT_BASE_HI", i, i)
+    map_vmid1(g)
+    g.write("VM_INVALIDATE_ADDR_LO", 0x12345)
+    g.write("VM_INVALIDATE_ADDR_HI", 0x7)
+    g.set("VM_INVALIDATE_REQ", PER_VMID=0x8006, ALL_ADDR=1)
+    g.until(lambda: g.read("VM_INVALIDATE_ACK") == 0x8006, "VM_INVALIDATE_ACK = VMIDs 1, 2 and 15")
+    g.set("INT_ENABLE", IH_PENDING=1, EOP=1, CP_ERROR=1, IH_OVERFLOW=1)
+
+    def stop_all(entries):
+        """Work on each queue, then an error stopping it: queue 0 a VM fault in an IB of VMID 1,
+        queue 1 an illegal opcode, the SDMA a FENCE beyond memory (DECERR)."""
+        g.w32(PA_CODE, write_data(VA_OUT, [1]) + write_data(VA_HOLE, [9]))
+        q0.run(write_data(OUT, [0x10]))
+        q0.submit(ib(VA_CODE, 10, VMID=1))
+        q1.run(write_data(OUT + 4, [0x11]))
+        q1.submit([0xFFFF1000], [0xC000FF00, 0])
+        s.run(sdma("FENCE", DATA=0x12, **lo_hi("ADDR", OUT + 8, 2)))
+        s.submit(sdma("FENCE", DATA=0x13, **lo_hi("ADDR", (1 << 40) + 0x40, 2)))
+        for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS"):
+            assert g.idle(st)["ERROR"] == 1, st
+        g.until(lambda: g.read("IH_WPTR") == 32 * entries, f"{entries} IH entries")
+        assert g.fields("VM_FAULT_STATUS")["VMID"] == 1 and g.read("VM_FAULT_ADDR_LO") == VA_HOLE
+        g.set("INT_FORCE", EOP=1, IH_OVERFLOW=1)
+        assert g.read("INT_STATUS") == 0xF, hex(g.read("INT_STATUS"))
+
+    def snapshot():
+        return {(n, i): g.read(n, i) for n, r in regs.items() if n not in ("TIMESTAMP_LO", "TIMESTAMP_HI")
+                for i in range(r.count)}
+
+    idle = g.value("STATUS", IDLE=1, RB_EMPTY=1)
+    cleared = {
+        "Q1": dict.fromkeys(("CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "CP_HQD1_ERROR", "CP_HQD1_ERROR_ADDR_LO",
+                             "CP_HQD1_ERROR_ADDR_HI", "CP_HQD1_ERROR_OFFSET"), 0)
+        | {"CP_HQD1_STATUS": g.value("CP_HQD1_STATUS", IDLE=1, RB_EMPTY=1)},
+        "SDMA": dict.fromkeys(("SDMA_RB_RPTR", "SDMA_RB_WPTR", "SDMA_ERROR", "SDMA_ERROR_ADDR_LO",
+                               "SDMA_ERROR_ADDR_HI", "SDMA_ERROR_OFFSET"), 0)
+        | {"SDMA_STATUS": g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1)},
+        "Q0": dict.fromkeys(("RB_RPTR", "RB_WPTR", "CP_ERROR", "CP_ERROR_ADDR_LO", "CP_ERROR_ADDR_HI",
+                             "CP_ERROR_OFFSET", "VM_FAULT_STATUS", "VM_FAULT_ADDR_LO", "VM_FAULT_ADDR_HI"), 0)
+        | {"STATUS": idle}}
+
+    def step(what, write, statuses, changes, moved=()):
+        """`write`, then wait for each of `statuses` ((register, field)) to read 1; every
+        register (every element of an array) then reads what it read before but for `changes`,
+        the counters of time not in `changes` only going on; each of `moved` read otherwise
+        before."""
+        before = snapshot()
+        for n in moved:
+            assert before[(n, 0)] != changes[n], f"{what}: {n} already reads {changes[n]:#x}: nothing to see"
+        write()
+        for st, f in statuses:
+            g.until(lambda: g.fields(st)[f], f"{st}.{f}")
+        after = snapshot()
+        want = {**before, **{(n, i): v for n, v in changes.items() for i in range(regs[n].count)}}
+        bad = [f"{n}[{i}] {before[(n, i)]:#x} -> {after[(n, i)]:#x} (expected {want[(n, i)]:#x})"
+               for (n, i) in before if (n not in time or n in changes) and after[(n, i)] != want[(n, i)]]
+        back = [f"{n} {before[(n, 0)]} -> {after[(n, 0)]}" for n in time
+                if n not in changes and (after[(n, 0)] - before[(n, 0)]) & M32 >= 1 << 31]
+        assert not bad, f"{what} changed what it does not reset, or not what it does:\n" + "\n".join(bad)
+        assert not back, f"{what}: counters of time went back: {back}"
+
+    ptrs = ("RB_RPTR", "RB_WPTR", "CP_ERROR", "CP_HQD1_RB_RPTR", "CP_HQD1_RB_WPTR", "CP_HQD1_ERROR", "SDMA_RB_RPTR",
+            "SDMA_RB_WPTR", "SDMA_ERROR", "VM_FAULT_STATUS", "VM_FAULT_ADDR_LO", "CP_ERROR_ADDR_LO",
+            "CP_HQD1_ERROR_ADDR_LO", "SDMA_ERROR_ADDR_LO", "SDMA_ERROR_ADDR_HI", "STATUS", "CP_HQD1_STATUS",
+            "SDMA_STATUS")
+    stop_all(3)
+    g.write("IH_RPTR", 32)  # one entry read, two left: IH_PENDING
+    for what, field, status, key in (("CP_QUEUE_RESET.Q1", "Q1", "CP_HQD1_STATUS", "Q1"),
+                                     ("SDMA_CNTL.QUEUE_RESET", None, "SDMA_STATUS", "SDMA"),
+                                     ("CP_QUEUE_RESET.Q0", "Q0", "STATUS", "Q0")):
+        write = (lambda f=field: g.set("CP_QUEUE_RESET", **{f: 1})) if field else \
+            (lambda: g.set("SDMA_CNTL", QUEUE_RESET=1, TRAP_ENABLE=1))
+        step(what, write, [(status, "IDLE")], cleared[key], [n for n in cleared[key] if n in ptrs])
+    # the driver starts its rings again at 0, write-back dwords zeroed, and stops them again
+    q0.wptr = q1.wptr = s.wptr = 0
+    g.w32(RPTR_WB, [0]), g.w32(RPTR1_WB, [0]), g.w32(SRPTR_WB, [0])
+    g.write("INT_STATUS", g.value("INT_STATUS", EOP=1, CP_ERROR=1, IH_OVERFLOW=1))
+    stop_all(6)
+    g.write("IH_RPTR", 64)  # IH_WPTR 192: still pending after SOFT_RESET's IH_WPTR 0
+    every = {**cleared["Q1"], **cleared["SDMA"], **cleared["Q0"], "IH_WPTR": 0}
+    step("CONTROL.SOFT_RESET", lambda: g.set("CONTROL", SOFT_RESET=1),
+         [("STATUS", "IDLE"), ("CP_HQD1_STATUS", "IDLE"), ("SDMA_STATUS", "IDLE")], every,
+         [n for n in every if n in ptrs + ("IH_WPTR",)])
+    # the halts, on idle engines: each sets its HALTED alone (queue 1 has none: STATUS shows both)
+    step("CONTROL.HALT", lambda: g.set("CONTROL", HALT=1), [("STATUS", "HALTED")],
+         {"CONTROL": 1, "STATUS": g.value("STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}, ["CONTROL", "STATUS"])
+    step("SDMA_CNTL.HALT", lambda: g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1), [("SDMA_STATUS", "HALTED")],
+         {"SDMA_CNTL": g.value("SDMA_CNTL", HALT=1, TRAP_ENABLE=1),
+          "SDMA_STATUS": g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}, ["SDMA_CNTL", "SDMA_STATUS"])
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    # CONTROL.PERF_CLEAR, every engine idle: every PERF_* counter reads 0 (nothing runs to
+    # count again), everything else as it was
+    perf = {n: 0 for n in regs if n.startswith("PERF_")}
+    packets = {(n, i) for n in ("PERF_PACKETS", "PERF_SDMA_PACKETS") for i in range(regs[n].count)}
+    assert sum(g.read(n, i) for n, i in packets) and g.read("PERF_DWORDS_FETCHED"), "no counter to clear"
+    step("CONTROL.PERF_CLEAR", lambda: g.set("CONTROL", PERF_CLEAR=1), [], perf)
+    # the interrupt bits by hand: INT_STATUS's RW1C bits each cleared alone by a 1 (a 0 clears
+    # nothing), INT_FORCE's pulses each setting one alone; IH_RPTR = IH_WPTR ends IH_PENDING
+    # alone; a TLB invalidation request moves VM_INVALIDATE_ACK alone
+    status = g.read("INT_STATUS")
+    assert status == 0xF, hex(status)
+    step("INT_STATUS written 0", lambda: g.write("INT_STATUS", 0), [], {})
+    for bit in ("EOP", "CP_ERROR", "IH_OVERFLOW"):
+        one = g.value("INT_STATUS", **{bit: 1})
+        step(f"INT_STATUS.{bit} written 1", lambda b=one: g.write("INT_STATUS", b), [], {"INT_STATUS": status & ~one},
+             ["INT_STATUS"])
+        step(f"INT_FORCE.{bit}", lambda b=bit: g.set("INT_FORCE", **{b: 1}), [], {"INT_STATUS": status}, ["INT_STATUS"])
+    step("IH_RPTR = IH_WPTR", lambda: g.write("IH_RPTR", g.read("IH_WPTR")), [],
+         {"IH_RPTR": 0, "INT_STATUS": status & ~g.value("INT_STATUS", IH_PENDING=1)}, ["IH_RPTR", "INT_STATUS"])
+    step("VM_INVALIDATE_REQ", lambda: g.set("VM_INVALIDATE_REQ", PER_VMID=0x0400, ALL_ADDR=1),
+         [("VM_INVALIDATE_ACK", "PER_VMID")], {"VM_INVALIDATE_ACK": 0x0400}, ["VM_INVALIDATE_ACK"])
+    # each queue reset while the CP and the SDMA are halted with work given to all three
+    # (hardware.md: "A queue reset while CONTROL.HALT holds the CP drops the work the queue had
+    # not started (RB_RPTR = RB_WPTR = 0, HALTED stays 1)"): the other queues keep their
+    # pending work and status, nothing runs
+    q0.wptr = q1.wptr = s.wptr = 0
+    g.set("CONTROL", HALT=1)
+    g.set("SDMA_CNTL", HALT=1, TRAP_ENABLE=1)
+    g.until(lambda: g.fields("STATUS")["HALTED"] and g.fields("SDMA_STATUS")["HALTED"], "both HALTED")
+    q0.submit(write_data(OUT + 0x20, [0x20]))
+    q1.submit(write_data(OUT + 0x24, [0x24]))
+    s.submit(sdma("FENCE", DATA=0x28, **lo_hi("ADDR", OUT + 0x28, 2)))
+    g.dev.delay(100)
+    pending = {st: g.fields(st) for st in ("STATUS", "CP_HQD1_STATUS", "SDMA_STATUS")}
+    assert [(f["IDLE"], f["RB_EMPTY"]) for f in pending.values()] == [(0, 0)] * 3, pending
+    assert (pending["STATUS"]["HALTED"], pending["SDMA_STATUS"]["HALTED"]) == (1, 1), pending
+    halted_idle = {"STATUS": g.value("STATUS", IDLE=1, RB_EMPTY=1, HALTED=1),
+                   "CP_HQD1_STATUS": g.value("CP_HQD1_STATUS", IDLE=1, RB_EMPTY=1),
+                   "SDMA_STATUS": g.value("SDMA_STATUS", IDLE=1, RB_EMPTY=1, HALTED=1)}
+    for what, write, status, wptr in (
+            ("CP_QUEUE_RESET.Q1 while halted", lambda: g.set("CP_QUEUE_RESET", Q1=1), "CP_HQD1_STATUS",
+             "CP_HQD1_RB_WPTR"),
+            ("SDMA_CNTL.QUEUE_RESET while halted", lambda: g.set("SDMA_CNTL", QUEUE_RESET=1, HALT=1, TRAP_ENABLE=1),
+             "SDMA_STATUS", "SDMA_RB_WPTR"),
+            ("CP_QUEUE_RESET.Q0 while halted", lambda: g.set("CP_QUEUE_RESET", Q0=1), "STATUS", "RB_WPTR")):
+        step(what, write, [(status, "IDLE")], {wptr: 0, status: halted_idle[status]}, [wptr, status])
+    g.set("CONTROL", HALT=0)
+    g.set("SDMA_CNTL", TRAP_ENABLE=1)
+    g.dev.delay(200)
+    assert g.r32(OUT + 0x20, 3) == [0, 0, 0], "work a queue reset dropped ran"
+    assert {st: g.read(st) for st in halted_idle} == \
+        {st: v & ~g.value("STATUS", HALTED=1) for st, v in halted_idle.items()}, "idle, empty, not halted"
+
 CHECKS = [check_soft_reset_keeps_settings, check_resets_keep_registers, check_perf_clear_clears_every_counter,
           check_error_address_and_offset_clear_with_the_error, check_tlb_and_dma_busy_counters,
           check_timestamp_runs_on_through_perf_clear_and_soft_reset,
           check_soft_reset_leaves_sdma_cntl_a_halted_sdma_stays_halted,
           check_counters_survive_every_reset_but_perf_clear,
           check_tlb_counters_count_a_faulting_walk_and_no_faulting_hit,
-          check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry]
+          check_soft_reset_with_ih_rptr_left_ahead_drops_every_entry,
+          check_each_reset_changes_only_what_it_resets_in_the_whole_register_map]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[6:])
