@@ -255,6 +255,25 @@ class ClientsMixin:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
                            f"whole shadow pool ({self.shadow.size:#x} bytes)")
 
+    def charge_copies(self, file: File, wait: "ShadowWait", n: int) -> None:
+        """`n` more bytes of checked copies for a CS of `file` (its `wait`), made before the
+        copy: ENOMEM when the copies the file's CSs hold inside the ioctl, not in the shadow
+        pool yet (checks in progress, checks kept while their CS waits for its context's slot,
+        for room in the pool, or after a pause), would pass the pool's size. One CS never
+        does (its copies take at most half the pool: max_job_dw); a check kept by each CS
+        waiting held about 8 MiB for a maximum job, one a thread, so a client's threads
+        each submitting one 8 MiB BO held the process's memory without bound (64 threads:
+        500 MiB). Tells the file of its own CSs alone."""
+        held = file.copies_held
+        if held + n > self.shadow.size:
+            raise KmdError(errno.ENOMEM, f"CS: this file's CSs inside the driver would hold more than {self.shadow.size:#x} "
+                           f"bytes of checked copies outside the shadow pool (its size): this one {wait.held + n:#x}, "
+                           f"the file's others {held - wait.held:#x} (they wait for their context's slot or for room in "
+                           "the pool)")
+        file.copies_held = held + n
+        wait.held += n
+        wait.file = file
+
     def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None) -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
