@@ -92,8 +92,9 @@ class ShadowWait:
         return k[3]
 
     def release(self) -> None:
-        """The CS's copies are in the pool now, or dropped (a new check, the CS's end): the
-        kept check is forgotten and its bytes no longer count against its file."""
+        """The CS's check is dropped (a new check begins, or the CS ends, its copies placed
+        in the pool or refused): the kept check is forgotten and its bytes no longer count
+        against its file."""
         self._check = None
         if self.held:
             self.file.copies_held -= self.held

@@ -196,8 +196,7 @@ def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: Shadow
     try:
         checked = kmd.checker.check(ctx, ibs, vm, pause, lambda n: kmd.charge_copies(file, wait, n))
     except CheckAgain:
-        wait.release()  # (its copies so far: the next attempt checks again)
-        return None
+        return None  # (its copies so far stay charged until the next attempt's check: _cs)
     if yielded:  # (the mappings are still `arrays`: each pause that let others in made sure)
         wait.keep_check(ctx, ibs, arrays, checked)
         return None
@@ -220,7 +219,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, prep: CsPrep | None = None) -> 
                 raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited")
     finally:
         kmd.shadow.leave(wait.ticket)
-        wait.release()
+        wait.release()  # (its copies are in the pool now, or dropped: no longer the file's to count)
 
 
 def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep | None) -> uapi.CsOut | None:
@@ -372,7 +371,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep
         try:
             checked = wait.kept_check(ctx, ibs, arrays)
             if checked is None:
-                wait.release()  # (a check kept for other chunks or mappings: its bytes)
+                wait.release()  # (a check kept for other chunks or mappings, or cut short: its bytes)
                 checked = _check(kmd, file, ctx, ibs, arrays, wait)
                 if checked is None:
                     return None  # (it let other ioctls in: the CS starts again, its check kept)
@@ -399,7 +398,6 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep
             # guilty): the CS starts again, _may_submit first; an address means no wait since
             return None
         ring_ibs = kmd.checker.place(checked, addr, kmd.shadow_va(addr))
-        wait.release()  # (the copies are in the pool now: its bound, not the file's)
         kmd.stats["cs_shadow_bytes"] += checked.shadow_bytes
     # Every BO mapped in the VM (and its page tables) stays allocated while the job may run:
     # the job can reach all of them (amdgpu's VM reservation holds the job's fence). It holds

@@ -157,3 +157,38 @@ def test_every_ending_of_a_cs_gives_its_copies_bytes_back():
         assert a.f.copies_held == 0
     assert a.wait(a.submit(uapi.CsChunkIb(BIG_DW, handle=bo.handle, offset=0x10000)))
     assert a.f.copies_held == 0
+
+
+def test_a_css_check_made_again_after_its_wait_does_not_count_twice():
+    """Two maximum CSs of one file wait for their contexts' slots, each with its check (the
+    pool's size of copies between them); meanwhile the file maps another BO, so each checks
+    again once its slot is free. The check it kept is dropped as the new one begins: counted
+    with it, the first to check again was ENOMEM (its old copies and the other CS's made the
+    pool's size already)."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=POOL_KIB, sched_jobs=1, job_timeout=1 << 40,
+                         fallback_poll=2_000)
+    a = Client()
+    aflag, achunk = _setup(a)
+    other = a.io(Request.CTX, uapi.CtxArgs(CtxOp.ALLOC)).ctx_id
+    obo = a.bo(0x1000)  # (other's held job: its flag at obo + 0x800)
+    a.submit(a.ib(obo, pm4.wait_reg_mem(obo.addr + 0x800, 1, 1, "EQ")), ctx=other)
+    oflag = a.phys(obo) // 4 + 0x200
+    outs: list[list] = [[], []]
+    threads = []
+    try:
+        for k, ctx in enumerate((a.ctx, other)):
+            threads.append(_submit_in_thread(a, achunk, ctx, outs[k]))
+            _settled(kmd, threads[-1], outs[k])
+        assert not outs[0] and not outs[1] and a.f.copies_held == 0x10000
+        a.bo(0x1000)  # the file's mappings change: both checks are made again
+        kmd.mem32[aflag] = 1
+        kmd.mem32[oflag] = 1
+        for t in threads:
+            t.join(60)
+    finally:
+        kmd.mem32[aflag] = 1
+        kmd.mem32[oflag] = 1
+        for t in threads:
+            t.join(60)
+    assert [type(o[0]) for o in outs] == [int, int], outs
+    assert a.wait(outs[0][0]) and a.wait(outs[1][0], ctx=other) and a.f.copies_held == 0
