@@ -73,7 +73,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   freed for 2 * job_timeout (its message counts the caller's own jobs in the pool); or
   when the checked copies the file's CSs hold inside the driver, not yet in the pool (a
   CS waiting for its context's oldest job or for room, each with its check), would pass
-  the pool's size (one CS alone never does: its copies take at most half of it). A
+  the pool's size (one CS alone never does: its copies take at most half of it; a CS
+  that waits keeps its check through the wait while every file's kept checks take at most
+  two pools, else checks again after it: no error). A
   CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
   process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;

@@ -269,7 +269,33 @@ class ClientsMixin:
         wait.held += n
         wait.file = file
 
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None) -> int | None:
+    # checked copies kept through CSs' waits (their context's slot, room in the pool), every
+    # file's, at most this many shadow pools' worth (Kmd.park_check)
+    PARKED_POOLS = 2
+
+    def park_check(self, wait: "ShadowWait", ctx, ibs: list, arrays: tuple, checked: CheckedJob) -> None:
+        """A CS is about to wait with its check (`wait.held` bytes of copies): kept through
+        the wait (ShadowWait.keep_check) while the checks every CS keeps through a wait,
+        every file's, take at most PARKED_POOLS shadow pools (`copies_parked`); else dropped,
+        its bytes given back (the CS checks again after its wait). Kept whatever they took,
+        one a waiting thread, a client's threads on many files (each file's under its bound,
+        charge_copies) held copies in proportion to its files, 16 MiB each; dropped always,
+        every CS that waits for its slot (a busy queue's, at each CS) made its check twice."""
+        n = wait.held
+        if self.copies_parked + n <= self.PARKED_POOLS * self.shadow.size:
+            wait.keep_check(ctx, ibs, arrays, checked)
+            wait.parked = n
+            self.copies_parked += n
+        else:
+            wait.release()
+
+    def unpark(self, wait: "ShadowWait") -> None:
+        """The CS that parked its check (park_check) runs again, or ends."""
+        self.copies_parked -= wait.parked
+        wait.parked = 0
+
+    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None,
+                     park=None) -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
         its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
@@ -286,13 +312,17 @@ class ClientsMixin:
 
         Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
         much of the pool was free and how many jobs were in flight, every client's, which
-        no file without CAP_PERFMON may count (INFO COUNTERS)."""
+        no file without CAP_PERFMON may count (INFO COUNTERS). `park()`, before it waits:
+        the CS's check kept through the wait or dropped (park_check)."""
         self.shadow_too_big(job)
         n = job.shadow_bytes
         pool, window = self.shadow, 2 * self.params.job_timeout
         addr = pool.alloc(n, wait.ticket)
         if addr is not None:
             return addr
+        job = None  # (not held through the wait: park decides)
+        if park is not None:
+            park()
         if wait.ticket is None:
             wait.ticket = object()
             pool.waiters.append(wait.ticket)

@@ -68,7 +68,7 @@ class ShadowWait:
     the bytes of copies its check holds, charged to its file (`held`: Kmd.charge_copies)
     until they go into the pool or the CS ends (`release`)."""
 
-    __slots__ = ("ticket", "since", "_check", "held", "file")
+    __slots__ = ("ticket", "since", "_check", "held", "file", "parked")
 
     def __init__(self) -> None:
         self.ticket: object = None
@@ -76,6 +76,7 @@ class ShadowWait:
         self._check: tuple | None = None  # (context, IB chunks, the mappings' arrays, CheckedJob)
         self.held = 0  # bytes of checked copies charged to `file`, the check in progress or kept
         self.file = None
+        self.parked = 0  # bytes of its kept check counted in Kmd.copies_parked (a wait's)
 
     def keep_check(self, ctx, ibs: list, arrays: tuple, checked) -> None:
         """Keep `checked`, made of the IB chunks `ibs` with the file's mappings `arrays`

@@ -9,7 +9,9 @@ such CS, all of one 8 MiB BO of its own: 4 threads held 31 MiB of the process's 
 (every client's), 64 threads 500 MiB. Now the copies a file's CSs hold inside the ioctl count
 against the file (`File.copies_held`, Kmd.charge_copies), at most the pool's size: the copy
 that would pass it is ENOMEM, and one CS alone never does (its copies are at most half the
-pool). Every ending of a CS gives its bytes back.
+pool). Every ending of a CS gives its bytes back. For the device, whatever the files, the
+checks kept through a wait take at most Kmd.PARKED_POOLS pools: a CS past them drops its
+check before it waits and checks again after (the waiting frame held it in any case).
 """
 
 from __future__ import annotations
@@ -192,3 +194,40 @@ def test_a_css_check_made_again_after_its_wait_does_not_count_twice():
             t.join(60)
     assert [type(o[0]) for o in outs] == [int, int], outs
     assert a.wait(outs[0][0]) and a.wait(outs[1][0], ctx=other) and a.f.copies_held == 0
+
+
+def test_checks_kept_through_waits_are_bounded_for_the_device_whatever_the_files():
+    """Eight files, each with a maximum CS waiting for its context's slot (each file under
+    its own bound): the checks kept through the waits take at most Kmd.PARKED_POOLS shadow
+    pools, every file's; the CSs past that drop theirs and check again after their wait.
+    Before, each kept its check (held by the waiting frame in any case): memory in
+    proportion to the files (8 CSs' copies, 1 MiB at this pool of 256 KiB; 8 MiB a file at
+    the default). Every CS still runs."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=256, sched_jobs=1, job_timeout=1 << 40,
+                         fallback_poll=2_000)
+    clients = [Client() for _ in range(8)]
+    setups = [_setup(c, 4 * BIG_DW) for c in clients]
+    outs: list[list] = [[] for _ in clients]
+    threads = []
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k, (c, (_, chunk)) in enumerate(zip(clients, setups)):
+            threads.append(_submit_in_thread(c, chunk, c.ctx, outs[k]))
+            _settled(kmd, threads[-1], outs[k])
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        parked = kmd.copies_parked
+        assert not any(outs)  # (every CS waits for its held job)
+    finally:
+        tracemalloc.stop()
+        for flag, _ in setups:
+            kmd.mem32[flag] = 1
+        for t in threads:
+            t.join(60)
+    assert parked <= kmd.PARKED_POOLS * kmd.shadow.size, parked
+    assert held < (kmd.PARKED_POOLS + 1) * kmd.shadow.size, f"{held:#x} bytes held by 8 waiting CSs"  # (8 CSs: 0x100000)
+    assert all(len(o) == 1 and isinstance(o[0], int) for o in outs), outs
+    assert all(c.wait(o[0]) for c, o in zip(clients, outs))
+    assert kmd.copies_parked == 0 and all(c.f.copies_held == 0 for c in clients)
