@@ -261,10 +261,10 @@ class ClientsMixin:
         500 MiB). Tells the file of its own CSs alone."""
         held = file.copies_held
         if held + n > self.shadow.size:
-            raise KmdError(errno.ENOMEM, f"CS: this file's CSs inside the driver would hold more than {self.shadow.size:#x} "
-                           f"bytes of checked copies outside the shadow pool (its size): this one {wait.held + n:#x}, "
-                           f"the file's others {held - wait.held:#x} (they wait for their context's slot or for room in "
-                           "the pool)")
+            raise KmdError(errno.ENOMEM, "CS: this file's CSs inside the driver would hold more than "
+                           f"{self.shadow.size:#x} bytes of checked copies outside the shadow pool (its size): "
+                           f"this one {wait.held + n:#x}, the file's others {held - wait.held:#x} (they wait for "
+                           "their context's slot or for room in the pool)")
         file.copies_held = held + n
         wait.held += n
         wait.file = file

@@ -56,8 +56,9 @@ def test_closing_a_file_invalidates_its_tlb_once_for_all_its_mapped_bos():
 
 def test_a_closed_files_bos_a_job_in_a_ring_may_write_are_held_until_it_ends():
     """The one invalidation keeps what one a BO did for a job of the VM still in a ring: the
-    BOs the close unmapped (mapped after its CS: it held none of them) are held by it (the MMU's writes already translated may land
-    after the invalidation), freed only as it ends (Kmd.hold_for_jobs_in_rings)."""
+    BOs the close unmapped (mapped after its CS: it held none of them) are held by it (the
+    MMU's writes already translated may land after the invalidation), freed only as it ends
+    (Kmd.hold_for_jobs_in_rings)."""
     kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40, fallback_poll=1_000)
     c = Client()
     bo = c.bo(0x2000)

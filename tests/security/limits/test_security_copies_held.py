@@ -227,7 +227,8 @@ def test_checks_kept_through_waits_are_bounded_for_the_device_whatever_the_files
         for t in threads:
             t.join(60)
     assert parked <= kmd.PARKED_POOLS * kmd.shadow.size, parked
-    assert held < (kmd.PARKED_POOLS + 1) * kmd.shadow.size, f"{held:#x} bytes held by 8 waiting CSs"  # (8 CSs: 0x100000)
+    # (8 CSs' copies: 0x100000)
+    assert held < (kmd.PARKED_POOLS + 1) * kmd.shadow.size, f"{held:#x} bytes held by 8 waiting CSs"
     assert all(len(o) == 1 and isinstance(o[0], int) for o in outs), outs
     assert all(c.wait(o[0]) for c, o in zip(clients, outs))
     assert kmd.copies_parked == 0 and all(c.f.copies_held == 0 for c in clients)
