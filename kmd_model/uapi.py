@@ -70,7 +70,12 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   CAP_SYS_NICE. ENOSPC: a file's 4,096th context. ENOMEM: no room in a heap (GEM_CREATE,
   a page table for GEM_VA, a page directory at open), or in the shadow pool for a CS's
   checked copies: a CS waits for room while the pool drains, ENOMEM once nothing in it was
-  freed for 2 * job_timeout (its message counts the caller's own jobs in the pool). A
+  freed for 2 * job_timeout (its message counts the caller's own jobs in the pool); or
+  when the checked copies the file's CSs hold inside the driver, not yet in the pool (a
+  CS waiting for its context's oldest job or for room, each with its check), would pass
+  the pool's size (one CS alone never does: its copies take at most half of it; a CS
+  that waits keeps its check through the wait while every file's kept checks take at most
+  two pools, else checks again after it: no error). A
   CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
   process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
@@ -102,7 +107,8 @@ chunk and DEV_INFO.max_dep_chunks dependency chunks (EINVAL past any); a GFX job
 most DEV_INFO.max_job_dw dwords and reaches DEV_INFO.max_job_ibs IBs (EINVAL, the CS
 checker's); a context has at most 32 unfinished jobs on one ring (amdgpu_sched_jobs's
 default): a CS past them waits for the context's oldest job there (CsArgs), once it has
-been found good. Time (KmdParams, the
+been found good, with its checked copies: a file's CSs hold at most the shadow pool's
+size of them inside the driver (ENOMEM past it). Time (KmdParams, the
 module parameters, at their defaults): the job timer resets a job that makes no progress
 for job_timeout (500,000) cycles, or a GFX job that has run checked_job_timeouts (256) of
 them (a DMA job unchecked_job_timeouts, 64: no checker bounds it); a context whose jobs

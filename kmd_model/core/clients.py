@@ -137,12 +137,7 @@ class ClientsMixin:
         # every BO is closed, and the VM destroyed, whatever one of them raises (a lost TLB
         # flush): raised out of the loop, it left the BOs after it and the page tables
         # allocated for good. The first error is raised at the end, as close(2) reports EIO.
-        error = None
-        for bo in leaked:
-            try:
-                self.bo_close(bo, "its file was closed")
-            except KmdError as e:
-                error = error or e
+        error = self._close_bos(file.vm, leaked, "its file was closed")
         file.handles.clear()
         file.vm.destroy()
         self.files.pop(file.fd, None)
@@ -255,7 +250,52 @@ class ClientsMixin:
             raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
                            f"whole shadow pool ({self.shadow.size:#x} bytes)")
 
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None) -> int | None:
+    def charge_copies(self, file: File, wait: "ShadowWait", n: int) -> None:
+        """`n` more bytes of checked copies for a CS of `file` (its `wait`), made before the
+        copy: ENOMEM when the copies the file's CSs hold inside the ioctl, not in the shadow
+        pool yet (checks in progress, checks kept while their CS waits for its context's slot,
+        for room in the pool, or after a pause), would pass the pool's size. One CS never
+        does (its copies take at most half the pool: max_job_dw); a check kept by each CS
+        waiting held about 8 MiB for a maximum job, one a thread, so a client's threads
+        each submitting one 8 MiB BO held the process's memory without bound (64 threads:
+        500 MiB). Tells the file of its own CSs alone."""
+        held = file.copies_held
+        if held + n > self.shadow.size:
+            raise KmdError(errno.ENOMEM, "CS: this file's CSs inside the driver would hold more than "
+                           f"{self.shadow.size:#x} bytes of checked copies outside the shadow pool (its size): "
+                           f"this one {wait.held + n:#x}, the file's others {held - wait.held:#x} (they wait for "
+                           "their context's slot or for room in the pool)")
+        file.copies_held = held + n
+        wait.held += n
+        wait.file = file
+
+    # checked copies kept through CSs' waits (their context's slot, room in the pool), every
+    # file's, at most this many shadow pools' worth (Kmd.park_check)
+    PARKED_POOLS = 2
+
+    def park_check(self, wait: "ShadowWait", ctx, ibs: list, arrays: tuple, checked: CheckedJob) -> None:
+        """A CS is about to wait with its check (`wait.held` bytes of copies): kept through
+        the wait (ShadowWait.keep_check) while the checks every CS keeps through a wait,
+        every file's, take at most PARKED_POOLS shadow pools (`copies_parked`); else dropped,
+        its bytes given back (the CS checks again after its wait). Kept whatever they took,
+        one a waiting thread, a client's threads on many files (each file's under its bound,
+        charge_copies) held copies in proportion to its files, 16 MiB each; dropped always,
+        every CS that waits for its slot (a busy queue's, at each CS) made its check twice."""
+        n = wait.held
+        if self.copies_parked + n <= self.PARKED_POOLS * self.shadow.size:
+            wait.keep_check(ctx, ibs, arrays, checked)
+            wait.parked = n
+            self.copies_parked += n
+        else:
+            wait.release()
+
+    def unpark(self, wait: "ShadowWait") -> None:
+        """The CS that parked its check (park_check) runs again, or ends."""
+        self.copies_parked -= wait.parked
+        wait.parked = 0
+
+    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None,
+                     park=None) -> int | None:
         """Room in the shadow pool for a checked job's copies, waiting for older jobs to
         retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
         its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
@@ -272,13 +312,17 @@ class ClientsMixin:
 
         Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
         much of the pool was free and how many jobs were in flight, every client's, which
-        no file without CAP_PERFMON may count (INFO COUNTERS)."""
+        no file without CAP_PERFMON may count (INFO COUNTERS). `park()`, before it waits:
+        the CS's check kept through the wait or dropped (park_check)."""
         self.shadow_too_big(job)
         n = job.shadow_bytes
         pool, window = self.shadow, 2 * self.params.job_timeout
         addr = pool.alloc(n, wait.ticket)
         if addr is not None:
             return addr
+        job = None  # (not held through the wait: park decides)
+        if park is not None:
+            park()
         if wait.ticket is None:
             wait.ticket = object()
             pool.waiters.append(wait.ticket)
@@ -313,6 +357,12 @@ class ClientsMixin:
         submitted after that no checker reads: amdgpu unmaps it at once in amdgpu_vm_bo_del
         and orders the VM's later jobs behind the page-table clear, docs/architecture.md
         "Ordering")."""
+        if self._closed(bo, by):
+            self.bo_release(bo)
+
+    def _closed(self, bo, by: str) -> bool:
+        """bo_close's first half: the CPU mappings revoked, the BO closed; True when no job
+        holds it (the caller releases it), else it waits for its last holder (job_retired)."""
         for m in bo.mappings:
             # the BO by its file and handle, as the client knows it: where the kernel put it
             # is not the client's to learn (the message named its physical range); GEM_CREATE
@@ -324,9 +374,29 @@ class ClientsMixin:
         if bo.owner is not None and not bo.owner.vm.closed:
             bo.owner.vm.bo_closed(bo)
         if not bo.busy:
-            self.bo_release(bo)
-        elif bo.held_vm is not None:
+            return True
+        if bo.held_vm is not None:
             bo.held_vm.wait_release(bo)  # (freed as its last holder ends: job_retired)
+        return False
+
+    def _close_bos(self, vm: Vm, bos: list, by: str) -> KmdError | None:
+        """bo_close for each of `bos`, all of one closing file's (`vm`: its VM), with one TLB
+        invalidation for the idle ones' mappings, not one each: a close of a file with 2,000
+        BOs mapped made 2,001 flushes in one hold of the driver's lock (305 ms; 8,000 BOs, the
+        model's GTT in pages, over a second), repeatable at the cost of opening a file and
+        mapping them. The first error (a lost flush) is returned, after every BO is closed."""
+        idle = [bo for bo in bos if self._closed(bo, by)]
+        error = None
+        gone = [bo for bo in idle if not vm.closed and vm.bo_removed(bo)]
+        if gone:
+            try:
+                self.vmids.flush_vm(vm, bos=gone)
+            except KmdError as e:
+                error = e
+            self.hold_for_jobs_in_rings(vm, gone)
+        for bo in idle:
+            self._free_released(bo)
+        return error
 
     def hold_for_jobs_in_rings(self, vm, bos) -> None:
         """`bos` lost their mappings in `vm` (GEM_VA UNMAP, CLEAR, REPLACE, or a closed BO's
@@ -365,18 +435,24 @@ class ClientsMixin:
             except KmdError as e:
                 error = e
             self.hold_for_jobs_in_rings(vm, (bo,))
-        if bo.busy:
-            pass  # (a job of its VM in a ring may still write it: freed when the last ends, job_retired)
-        elif bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
-            self.vmids.unflushed.extend((bo, n) for n in sorted(bo.stale_vmids))
-            self.vmids.free_unflushed()
-        else:
-            self.bo.close(bo)
+        self._free_released(bo)
         if error is not None:
             if raising:
                 raise error
             log.error("BO %s: %s: freed once no job runs with VMID %s", bo.name or "?", error.message,
                       ", ".join(map(str, sorted(bo.stale_vmids))))
+
+    def _free_released(self, bo) -> None:
+        """A closed BO out of its VM, the TLB invalidated: freed, unless a job of its VM in a
+        ring may still write it (freed when the last ends, job_retired) or the invalidation
+        was lost (freed once no job runs with the VMIDs: VmidManager.free_unflushed)."""
+        if bo.busy:
+            pass
+        elif bo.stale_vmids:  # (this flush's, or a GEM_VA's that unmapped it before: flush_vm)
+            self.vmids.unflushed.extend((bo, n) for n in sorted(bo.stale_vmids))
+            self.vmids.free_unflushed()
+        else:
+            self.bo.close(bo)
 
     def map_bo(self, bo, who: str = "GEM_MMAP") -> CpuMapping:
         """A CPU mapping of a BO for its owner (GEM_MMAP), revoked at GEM_CLOSE: a new array each

@@ -78,6 +78,9 @@ class File:
         self.ioctls = 0  # its own ioctls and their errors (INFO COUNTERS without cap_perfmon)
         self.ioctl_errors = 0
         self.hangs = 0  # resets its contexts' jobs caused, all of them
+        # bytes of checked copies its CSs hold inside the ioctl, not yet in the shadow pool:
+        # a check in progress, or one kept while its CS waits (Kmd.charge_copies)
+        self.copies_held = 0
         self.banned: str | None = None  # why its contexts' CS and CTX ALLOC fail with EIO (RecoveryMixin._ban_file)
         self.error_logs: dict[str, list] = {}  # kind -> [since, logged, not logged]: RecoveryMixin._log_limited
         # what its contexts remember of their past jobs, bounded per file (ctx.Kept)

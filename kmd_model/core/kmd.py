@@ -231,6 +231,7 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         pool = max(pool, PAGE)
         # 2 MiB aligned when it is that large, so each VM maps it with huge pages
         self.shadow = ShadowPool(kbo(pool, "shadow IBs", HUGE if pool >= HUGE else PAGE))
+        self.copies_parked = 0  # bytes of checks kept through CSs' waits (park_check)
         self.vm_levels = self.info.vm_levels
         self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
         self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size

@@ -151,10 +151,11 @@ class _Walk:
     reads (`arrays`, `mine`: kept here, the checker's own copy restored after each pause, as
     other CSs check meanwhile) and the CS's `pause` (None: never pauses)."""
 
-    def __init__(self, ctx: "Context", limit: int, max_ibs: int, space=None, pause=None):
+    def __init__(self, ctx: "Context", limit: int, max_ibs: int, space=None, pause=None, charge=None):
         self.ctx = ctx
         self.space = space
         self.pause = pause
+        self.charge = charge  # charge(nbytes): before each copy (the CS's memory bound: may raise)
         self.arrays = space.lookup_arrays() if space is not None else None
         self.mine = self.arrays[2] == ctx.file.fd if space is not None else None
         self.limit = limit
@@ -180,12 +181,13 @@ class CsChecker:
 
     # ------------------------------------------------------------------ the job
 
-    def check(self, ctx: "Context", ibs: list[tuple[int, int]], space, pause=None) -> CheckedJob:
+    def check(self, ctx: "Context", ibs: list[tuple[int, int]], space, pause=None, charge=None) -> CheckedJob:
         """Copy and check the job's IB chunks [(va, size_dw)] and everything they reach, in
         `space` (the file's Vm: its mappings, lookup_arrays()); raise KmdError on the first
         problem. `pause()`, called between steps, may let other threads have the driver's
-        lock (True when it did): CheckAgain if the mappings changed meanwhile."""
-        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs, space, pause)
+        lock (True when it did): CheckAgain if the mappings changed meanwhile. `charge(nbytes)`
+        is told of each copy before it is made (and may refuse it: KmdError)."""
+        w = _Walk(ctx, self.max_job_dw, self.max_job_ibs, space, pause, charge)
         self._use(w)
         chunks = []
         total = 0
@@ -295,6 +297,8 @@ class CsChecker:
             w.copied += size_dw
             if w.copied > w.limit:
                 raise w.over()
+            if w.charge is not None:
+                w.charge(4 * size_dw)
             self._pause(w, IB_WORK)  # (before the read: with the mappings the walk began with)
             k = self._owned_index(addr, 4 * size_dw)  # (checked by the caller)
             i = (addr + int(self._arrays[3][k])) >> 2  # where the client's IB is in memory

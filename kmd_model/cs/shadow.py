@@ -64,14 +64,19 @@ class ShadowPool:
 class ShadowWait:
     """One CS's wait for room, across its restarts: its ticket in the pool's queue (None: not
     queued) and when the window with nothing freed began; and the check it made before a
-    restart, good again while the file's mappings are the ones it read (`kept_check`)."""
+    restart, good again while the file's mappings are the ones it read (`kept_check`); and
+    the bytes of copies its check holds, charged to its file (`held`: Kmd.charge_copies)
+    until they go into the pool or the CS ends (`release`)."""
 
-    __slots__ = ("ticket", "since", "_check")
+    __slots__ = ("ticket", "since", "_check", "held", "file", "parked")
 
     def __init__(self) -> None:
         self.ticket: object = None
         self.since: int | None = None
         self._check: tuple | None = None  # (context, IB chunks, the mappings' arrays, CheckedJob)
+        self.held = 0  # bytes of checked copies charged to `file`, the check in progress or kept
+        self.file = None
+        self.parked = 0  # bytes of its kept check counted in Kmd.copies_parked (a wait's)
 
     def keep_check(self, ctx, ibs: list, arrays: tuple, checked) -> None:
         """Keep `checked`, made of the IB chunks `ibs` with the file's mappings `arrays`
@@ -86,3 +91,12 @@ class ShadowWait:
         if k is None or k[0] is not ctx or k[1] != ibs or k[2] is not arrays:
             return None
         return k[3]
+
+    def release(self) -> None:
+        """The CS's check is dropped (a new check begins, or the CS ends, its copies placed
+        in the pool or refused): the kept check is forgotten and its bytes no longer count
+        against its file."""
+        self._check = None
+        if self.held:
+            self.file.copies_held -= self.held
+            self.held = 0

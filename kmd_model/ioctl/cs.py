@@ -151,7 +151,7 @@ def _may_submit(kmd: "Kmd", ctx) -> None:
         raise KmdError(errno.EIO, f"CS: {ctx.banned}")
 
 
-def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
+def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait, park) -> bool:
     """amdgpu_ctx_wait_prev_fence: a context has at most `sched_jobs` unfinished jobs on a
     ring; a CS past them waits for the oldest (a context queued without bound: about 1.4 KB
     a job, and with the checker off nothing else bounded it). The wait ends: a job that
@@ -159,7 +159,8 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     there (the CS then goes on), a full reset makes the context guilty (ECANCELED).
     It lets other clients' ioctls in (Kmd.wait_unlocked: it held the driver's lock, and one
     client holding the CP stopped every other's ioctls until its reset). True when it
-    waited: the CS then looks at everything again. Called once every check has passed (cs)."""
+    waited: the CS then looks at everything again. Called once every check has passed (cs);
+    `park()` before the wait (the CS's check kept through it, or dropped: Kmd.park_check)."""
     limit = kmd.params.sched_jobs
     if len(ctx.jobs) < limit:
         return False
@@ -169,6 +170,7 @@ def _wait_prev_job(kmd: "Kmd", ctx, sched, wait: ShadowWait) -> bool:
     oldest = mine[0]  # (ctx.jobs is in submission order)
     kmd.shadow.leave(wait.ticket)  # (first in the pool's queue, it would hold every CS behind it meanwhile)
     wait.ticket = None
+    park()
     kmd.wait_unlocked(lambda: oldest.finished, kmd.params.job_timeout)
     return True
 
@@ -194,9 +196,9 @@ def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: Shadow
             raise CheckAgain()
         return True
     try:
-        checked = kmd.checker.check(ctx, ibs, vm, pause)
+        checked = kmd.checker.check(ctx, ibs, vm, pause, lambda n: kmd.charge_copies(file, wait, n))
     except CheckAgain:
-        return None
+        return None  # (its copies so far stay charged until the next attempt's check: _cs)
     if yielded:  # (the mappings are still `arrays`: each pause that let others in made sure)
         wait.keep_check(ctx, ibs, arrays, checked)
         return None
@@ -212,6 +214,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, prep: CsPrep | None = None) -> 
     wait = ShadowWait()  # its place among the CSs waiting for room in the shadow pool, its check
     try:
         while True:
+            kmd.unpark(wait)  # (its check, if kept through a wait, is in use again)
             out = _cs(kmd, file, a, wait, prep)
             if out is not None:
                 return out
@@ -219,6 +222,8 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, prep: CsPrep | None = None) -> 
                 raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited")
     finally:
         kmd.shadow.leave(wait.ticket)
+        kmd.unpark(wait)
+        wait.release()  # (its copies are in the pool now, or dropped: no longer the file's to count)
 
 
 def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep | None) -> uapi.CsOut | None:
@@ -370,6 +375,7 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep
         try:
             checked = wait.kept_check(ctx, ibs, arrays)
             if checked is None:
+                wait.release()  # (a check kept for other chunks or mappings, or cut short: its bytes)
                 checked = _check(kmd, file, ctx, ibs, arrays, wait)
                 if checked is None:
                     return None  # (it let other ioctls in: the CS starts again, its check kept)
@@ -380,18 +386,22 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep
     # Every refusal comes before the waits, as amdgpu_cs_sync_rings's amdgpu_ctx_wait_prev_fence
     # follows amdgpu_cs_patch_ibs: a bad CS behind its context's 32 jobs was refused only
     # once the oldest of them had finished, or been reset a job timeout later.
-    if _wait_prev_job(kmd, ctx, sched, wait):
+    def park() -> None:
+        # before a wait: the check kept through it while the device's parked copies allow,
+        # else dropped (made again after it); held by this frame, it was kept in any case
+        nonlocal checked
         if checked is not None:
-            wait.keep_check(ctx, ibs, arrays, checked)
+            kmd.park_check(wait, ctx, ibs, arrays, checked)
+            checked = None
+    if _wait_prev_job(kmd, ctx, sched, wait, park):
         return None
     if checked is not None:
         try:
-            addr = kmd.shadow_alloc(checked, wait, file)
+            addr = kmd.shadow_alloc(checked, wait, file, park)
         except KmdError:
             kmd.stats["cs_rejected"] += 1
             raise
         if addr is None:
-            wait.keep_check(ctx, ibs, arrays, checked)
             # it waited for room, other ioctls meanwhile (a reset may have made the context
             # guilty): the CS starts again, _may_submit first; an address means no wait since
             return None

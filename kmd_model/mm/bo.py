@@ -72,48 +72,106 @@ class Bo:
                 f"{who})")
 
 
-@dataclass
 class Heap:
-    """First-fit allocator over [base, base + size) with a sorted, coalesced free list."""
+    """First-fit allocator over [base, base + size) with a sorted, coalesced free list.
 
-    name: str
-    base: int
-    size: int
-    holes: list[list[int]] = field(default_factory=list)  # [start, end), sorted by start
-    used: int = 0
+    The holes, [start, end) in address order, are kept in blocks of at most 2 * BLOCK, each
+    block with its largest hole: an allocation's first fit passes over a block with no hole
+    large enough in one step, and looks into the first that has one; `largest_free` is the
+    largest of the blocks'. Kept in one list, every hole a step, a client that freed every
+    other one of its 4 KiB BOs made a hole a page, and every client's GEM_CREATE that fit
+    none of them walked them all under the driver's lock: 4,095 holes in the default model's
+    32 MiB VRAM, 3.4 ms a GEM_CREATE of 8 KiB, INFO MEMORY 0.6 ms (a device of 1 GiB some
+    30 times as long). The shadow pool's allocation at each CS is the same allocator
+    (tests/security/limits/test_security_heap_holes.py)."""
 
-    def __post_init__(self) -> None:
-        self.holes = [[self.base, self.base + self.size]] if self.size > 0 else []
+    BLOCK = 64
+
+    def __init__(self, name: str, base: int, size: int):
+        self.name = name
+        self.base = base
+        self.size = size
+        self.used = 0
+        self._blocks: list[list[list[int]]] = [[[base, base + size]]] if size > 0 else []
+        self._firsts: list[int] = [base] if size > 0 else []  # each block's first hole's start
+        self._maxes: list[int] = [size] if size > 0 else []  # each block's largest hole
+
+    @property
+    def holes(self) -> list[list[int]]:
+        """The holes, [start, end) in address order (a copy: for tests and reports)."""
+        return [list(h) for blk in self._blocks for h in blk]
+
+    def _update(self, b: int, largest: int | None = None) -> None:
+        """Block b changed: its first start, and its largest hole (`largest` when the caller
+        knows it, else looked for), again; or it goes (empty), or it is split (too long)."""
+        blk = self._blocks[b]
+        if not blk:
+            del self._blocks[b], self._firsts[b], self._maxes[b]
+            return
+        if len(blk) > 2 * self.BLOCK:
+            half = blk[self.BLOCK:]
+            del blk[self.BLOCK:]
+            self._blocks.insert(b + 1, half)
+            self._firsts.insert(b + 1, half[0][0])
+            self._maxes.insert(b + 1, max(e - s for s, e in half))
+            largest = None
+        self._firsts[b] = blk[0][0]
+        self._maxes[b] = max(e - s for s, e in blk) if largest is None else largest
 
     def alloc(self, size: int, align: int, top_down: bool = False) -> int | None:
         """First fit from the bottom, or (`top_down`) last fit from the top: long-lived kernel
         BOs kept at the top leave the holes user BOs free behind them whole."""
-        order = range(len(self.holes) - 1, -1, -1) if top_down else range(len(self.holes))
-        for i in order:
-            start, end = self.holes[i]
-            addr = (end - size) & ~(align - 1) if top_down else (start + align - 1) & ~(align - 1)
-            if addr < start or addr + size > end:
-                continue
-            # split the hole into what is left before and after the allocation
-            parts = [p for p in ([start, addr], [addr + size, end]) if p[1] > p[0]]
-            self.holes[i:i + 1] = parts
-            self.used += size
-            return addr
+        maxes = self._maxes
+        blocks = range(len(maxes) - 1, -1, -1) if top_down else range(len(maxes))
+        for b in blocks:
+            if maxes[b] < size:
+                continue  # (no hole of it fits, whatever the alignment)
+            blk = self._blocks[b]
+            for i in (range(len(blk) - 1, -1, -1) if top_down else range(len(blk))):
+                start, end = blk[i]
+                addr = (end - size) & ~(align - 1) if top_down else (start + align - 1) & ~(align - 1)
+                if addr < start or addr + size > end:
+                    continue
+                # split the hole into what is left before and after the allocation
+                blk[i:i + 1] = [p for p in ([start, addr], [addr + size, end]) if p[1] > p[0]]
+                # (its largest hole is the same unless it was this one)
+                self._update(b, None if end - start == maxes[b] else maxes[b])
+                self.used += size
+                return addr
         return None
 
     def free(self, addr: int, size: int) -> None:
-        i = bisect.bisect_left(self.holes, [addr, addr])
-        self.holes.insert(i, [addr, addr + size])
-        # coalesce with the neighbours
-        if i + 1 < len(self.holes) and self.holes[i][1] == self.holes[i + 1][0]:
-            self.holes[i][1] = self.holes.pop(i + 1)[1]
-        if i > 0 and self.holes[i - 1][1] == self.holes[i][0]:
-            self.holes[i - 1][1] = self.holes.pop(i)[1]
+        b = max(bisect.bisect_right(self._firsts, addr) - 1, 0)
+        if not self._blocks:
+            self._blocks.append([])
+            self._firsts.append(addr)
+            self._maxes.append(0)
+        blk = self._blocks[b]
+        i = bisect.bisect_left(blk, [addr, addr])
+        blk.insert(i, [addr, addr + size])
+        # coalesce with the neighbours: in the block, or the last of the block before and
+        # the first of the block after
+        if i + 1 < len(blk) and blk[i][1] == blk[i + 1][0]:
+            blk[i][1] = blk.pop(i + 1)[1]
+        elif i + 1 == len(blk) and b + 1 < len(self._blocks) and self._blocks[b + 1][0][0] == blk[i][1]:
+            blk[i][1] = self._blocks[b + 1].pop(0)[1]
+            self._update(b + 1)
+        if i > 0 and blk[i - 1][1] == blk[i][0]:
+            blk[i - 1][1] = blk.pop(i)[1]
+            i -= 1
+        elif i == 0 and b > 0 and self._blocks[b - 1][-1][1] == blk[0][0]:
+            prev = self._blocks[b - 1][-1]
+            prev[1] = blk.pop(0)[1]
+            self._update(b)
+            self._update(b - 1, max(self._maxes[b - 1], prev[1] - prev[0]))
+            self.used -= size
+            return
+        self._update(b, max(self._maxes[b], blk[i][1] - blk[i][0]))  # (a hole only grew)
         self.used -= size
 
     @property
     def largest_free(self) -> int:
-        return max((e - s for s, e in self.holes), default=0)
+        return max(self._maxes, default=0)
 
 
 class BoManager:

@@ -320,6 +320,10 @@ class Vm:
         """`bo` joins bos(): jobs submitted from now on hold it."""
         if bo.spans and bo.spans[-1][1] is None:
             return
+        # the spans before it that no unfinished job holds go first (holds): kept, they
+        # grew a span a map between two CSs, for as long as the BO lived (a client mapping,
+        # submitting and unmapping in a loop: 2,000 spans after 2,000 rounds, every job ended)
+        self.holds(bo)
         self._bump()
         bo.held_vm = self
         bo.spans.append([self.gen, None])
@@ -358,8 +362,6 @@ class Vm:
         passed, each once, so the first span kept answers: not a walk of every span a BO
         mapped and unmapped between many CSs has, at each step of the wait, under the lock."""
         live = self._live
-        if not live:
-            return False
         spans, k, found = bo.spans, 0, False
         while k < len(spans):
             start, end = spans[k]

@@ -22,7 +22,7 @@ import pytest
 import kmd_model
 from kmd_model import uapi
 from kmd_model.uapi import CsChunkDep, CtxOp, HwIp, KmdError, Request
-from spec import sdma
+from spec import pm4, sdma
 from testbench.refmodel import RefModel
 
 from tests.kmd.test_kmd_ioctl import RWX, Client
@@ -145,3 +145,36 @@ def test_a_cs_looks_up_each_ring_and_context_its_dependencies_name_once(monkeypa
     assert ei.value.message == "CS: chunk 301: no context 4000 on this file"
     bo.u32[0xC00] = 1  # every job they named ran before it
     assert c.wait(last, 1_000_000) and bo.u32[0x801] == 7 and bo.u32[0x800] == 29
+
+
+def test_a_bo_mapped_and_unmapped_between_css_keeps_no_record_of_ended_jobs():
+    """A BO records the generations of its VM it was mapped in (Bo.spans: what a job
+    submitted then holds). A client mapping it, submitting a CS and unmapping it, 1,000
+    times, each job ended, left 1,000 spans on the BO, kept for as long as it lived (the
+    driver's memory grew with the client's ioctls): spans no unfinished job holds are
+    dropped as the next begins. While a job holds its span, that span stays."""
+    kmd = kmd_model.bind(RefModel(), job_timeout=1 << 40)
+    c = Client()
+    ib = c.bo(0x2000)
+    h = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, uapi.Domain.GTT, 0)).handle
+    bo = c.f.handles[h]
+    chunk = c.ib(ib, pm4.write_data(ib.addr + 0x100, [1]))
+    va = c.next_va
+    for _ in range(1000):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, uapi.VaOp.MAP, va, 0, 0x1000, RWX))
+        seq = c.submit(chunk)
+        c.io(Request.GEM_VA, uapi.GemVaArgs(h, uapi.VaOp.UNMAP, va, 0, 0x1000, RWX))
+        assert c.wait(seq)
+    assert len(bo.spans) <= 2, len(bo.spans)
+    # a job that holds the BO (mapped at its CS, held in a WAIT_REG_MEM) keeps its span
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, uapi.VaOp.MAP, va, 0, 0x1000, RWX))
+    held = c.submit(c.ib(ib, pm4.wait_reg_mem(ib.addr + 0x1800, 1, 1, "EQ"), 0x1000))
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, uapi.VaOp.UNMAP, va, 0, 0x1000, RWX))
+    c.io(Request.GEM_VA, uapi.GemVaArgs(h, uapi.VaOp.MAP, va, 0, 0x1000, RWX))
+    assert bo.busy and c.f.vm.holds(bo)
+    c.io(Request.GEM_CLOSE, uapi.GemCloseArgs(h))
+    assert not bo.freed  # (the held job may still reach it)
+    kmd.mem32[c.phys(ib) // 4 + 0x600] = 1
+    assert c.wait(held)
+    kmd.service()
+    assert bo.freed
