@@ -42,6 +42,10 @@ def ours(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_OURS) or filename in _RUNPY or os.path.abspath(filename) in _RUNPY
 
 
+def _no_file(filename: str) -> bool:
+    return filename.startswith("<") and filename.endswith(">")
+
+
 def trim(te: traceback.TracebackException, seen: set[int] | None = None) -> bool:
     """Keep the app's part of `te`'s stack, and of the exceptions it was raised from; False
     when none of its frames is the app's (the drivers' inside, or gpucosim's own bug)."""
@@ -51,6 +55,10 @@ def trim(te: traceback.TracebackException, seen: set[int] | None = None) -> bool
     seen.add(id(te))
     frames = list(te.stack)
     app = [i for i, f in enumerate(frames) if not ours(f.filename)]
+    # (code without a file, a dataclass's generated __init__ ("<string>") under the drivers'
+    # KmdParams, is not the app's line either: `bind(dev, job_timeout=-1)` kept bind's frames
+    # down to it; it is when the app has no other, its code given as a string)
+    app = [i for i in app if not _no_file(frames[i].filename)] or app
     if app:
         te.stack = traceback.StackSummary.from_list(frames[app[0]:app[-1] + 1])
     for attr in ("__cause__", "__context__"):
