@@ -144,3 +144,16 @@ def test_a_mistyped_option_an_app_refused_names_the_option_meant():
     r = gpucosim("run", "examples/memcpy.py", "--sim", "model", "--seed", "-1")
     assert r.returncode == 2 and r.stderr.splitlines() == [
         "memcpy: error: argument --seed: must be at least 0, not -1"], r.stderr
+
+
+def test_a_mistyped_function_names_the_function_meant():
+    """`module:function` with the function mistyped named only what was missing; the module's
+    own function spelt close to it (any case) is named, a name close to none is not."""
+    from .cli_helpers import gpucosim
+
+    for target, said in (("examples.hello:mian", "it has no callable mian(): did you mean main()?"),
+                         ("examples.hello:Main", "it has no callable Main(): did you mean main()?"),
+                         ("examples.hello:zzz", "it has no callable zzz()")):
+        r = gpucosim("run", target, "--sim", "model")
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.splitlines() == [f"gpucosim: cannot load app '{target}': {said}"], r.stderr
