@@ -40,6 +40,9 @@ def option_hint(args: list[str]) -> str:
     names = run_option_names()
     for a in args:
         word = a.split("=", 1)[0]
+        if word.startswith("-") and word.lstrip("-") in BACKENDS:
+            # (`gpucosim sim --model`: a backend is --sim's value, not an option of its own)
+            return f"did you mean --sim {word.lstrip('-')}?"
         if word.startswith("-") and word not in names:
             close = option_meant(word, names, cutoff=0.75)  # (`--tim`: --timeout, not --sim)
             if close:

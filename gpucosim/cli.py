@@ -450,6 +450,8 @@ def _unrecognized(command: str, unknown: list[str]) -> str:
     if options:
         hint = option_hint(options) if command == "sim" else ""  # (sim's options are run's)
         return f"unrecognized arguments: {' '.join(options)}{f' ({hint})' if hint else ''}"
+    if command == "sim" and unknown[0] in BACKENDS:  # (`gpucosim sim model`: the demo on the model)
+        return f"too many arguments ({' '.join(unknown)}): did you mean --sim {unknown[0]}? {TAKES['sim']}"
     return f"too many arguments ({' '.join(unknown)}): {TAKES.get(command, f'{command} takes no more')}"
 
 

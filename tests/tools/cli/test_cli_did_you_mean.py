@@ -157,3 +157,21 @@ def test_a_mistyped_function_names_the_function_meant():
         r = gpucosim("run", target, "--sim", "model")
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr.splitlines() == [f"gpucosim: cannot load app '{target}': {said}"], r.stderr
+
+
+def test_a_backend_given_as_an_option_or_a_word_names_sim(capsys):
+    """`gpucosim sim --model` (or `sim model`, `run --model APP`): the backend is --sim's
+    value; the error named the word alone, or said sim takes no APP."""
+    assert usage_error(capsys, "sim", "--model") == (
+        "gpucosim sim: error: unrecognized arguments: --model (did you mean --sim model?)")
+    assert usage_error(capsys, "sim", "--verilator") == (
+        "gpucosim sim: error: unrecognized arguments: --verilator (did you mean --sim verilator?)")
+    assert usage_error(capsys, "sim", "model") == (
+        "gpucosim sim: error: too many arguments (model): did you mean --sim model? sim runs the demo and takes "
+        "no APP (gpucosim run APP runs another)")
+    assert usage_error(capsys, "run", "--model", "examples/hello.py") == (
+        "gpucosim run: error: unrecognized arguments before APP: --model (did you mean --sim model?)")
+    assert usage_error(capsys, "run", "examples/hello.py", "--model") == (
+        "gpucosim run: error: neither gpucosim nor the app knows --model: did you mean --sim model? "
+        "(examples/hello.py reads no arguments; gpucosim run --help lists the options)")
+    assert capsys.readouterr().out == ""  # (nothing ran)
