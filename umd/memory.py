@@ -31,7 +31,7 @@ DOMAINS = {"gtt": KmdDomain.GTT, "vram": KmdDomain.VRAM}
 class Domain(IntFlag):
     """Where a Buffer's memory is (Buffer.domain): the uAPI's Domain values (kmd_model.uapi's,
     which it equals, as an int), printed as alloc() names them: "gtt", "vram" (Python 3.11
-    printed the uAPI's IntFlag as its number, 2 or 4)."""
+    printed the uAPI's IntFlag as its number, 2 or 4), and equal to those words too."""
 
     GTT = int(KmdDomain.GTT)
     VRAM = int(KmdDomain.VRAM)
@@ -41,6 +41,18 @@ class Domain(IntFlag):
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        # what it prints equals it too, in any case as alloc() takes it: `buf.domain == "vram"`
+        # was False for a VRAM buffer (silently: the other branch of the app's if ran)
+        if isinstance(other, str):
+            return str(self) == other.lower()
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = IntFlag.__hash__  # (the uAPI value's: a key as before)
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
@@ -183,7 +195,8 @@ class Buffer(_Handle):
                                                                                   "alloc() was asked")
     domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other",
                    doc="where the kernel placed its memory, as alloc() names it: a Domain (umd.memory.Domain.GTT "
-                       "or .VRAM, equal to the uAPI's values) that prints as \"gtt\" or \"vram\"")
+                       "or .VRAM, equal to the uAPI's values) that prints as, and equals, \"gtt\" or \"vram\" "
+                       "(buf.domain == \"vram\")")
     slab = fixed("Buffer", "slab", doc="the slab it was carved from (a buffer of 16 KiB or less), or None")
     freed = record("Buffer", "freed", "free() sets it")
 

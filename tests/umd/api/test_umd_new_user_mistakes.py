@@ -131,6 +131,10 @@ def test_a_buffers_domain_prints_as_alloc_names_it():
         assert d == kmd and int(d) == int(kmd) and {kmd: 1}[d] == 1 and d is umd.memory.Domain[name.upper()]
         assert gpu.alloc(64, d).domain is d and gpu.alloc(64, str(d)).domain is d  # (what it prints, alloc takes)
         assert repr(buf).startswith(f"<umd.Buffer {name.upper()} ")
+        # (and equals what it prints, in alloc()'s any case: `buf.domain == "vram"` was False)
+        other = "vram" if name == "gtt" else "gtt"
+        assert d == name and d == name.upper() and not d != name and d != other and not d == other, d
+        assert d in ("gtt", "vram") and d != "vramm" and d != 0
 
 
 def test_a_gpu_errors_address_is_an_attribute():
