@@ -242,3 +242,18 @@ def report_file_problem(path: Path | str, what: str) -> str | None:
                     "give a new name, or remove the file first")
         return file_write_problem(path)  # (written over in place: its folder's answer is not its own)
     return folder_problem(path.parent, make=False)
+
+
+def script_takes_no_arguments(prog: str, doc: str | None) -> None:
+    """For an example without options run by python (`python examples/hello.py`): --help
+    prints what it is (its docstring's first paragraph) and exits 0; any other argument is
+    a one-line usage error, exit status 2, as `gpucosim run` says it of such an app (they
+    were ignored: `--help`, or a mistyped `--sim model`, ran the whole example)."""
+    ap = OneLineParser(prog=prog, description=" ".join((doc or "").split("\n\n")[0].split()),
+                       epilog=f"It takes no arguments; `gpucosim run examples/{prog}.py --sim model` runs it on "
+                              "the reference model, `--sim verilator` on the RTL.")
+    args = sys.argv[1:]
+    if args and args != ["-h"] and args != ["--help"]:
+        ap.error(f"{prog} takes no arguments, not {' '.join(args)} ({' '.join(ap.format_usage().split())}; "
+                 f"`gpucosim run --help` lists the options of a run, --sim among them)")
+    ap.parse_args(args)
