@@ -214,7 +214,7 @@ class Buffer(_Handle):
         self._freed = False
         self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
-    def map(self, _call: str = "map") -> np.ndarray:
+    def map(self, *, _call: str = "map") -> np.ndarray:  # (`buf.map(100)` was taken as the caller's name)
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO). A view
         (or a slice of one) used after the buffer's free() raises ValueError naming the free;
         a copy (view.copy()) is the app's own."""
@@ -250,8 +250,14 @@ class Buffer(_Handle):
     @property
     def u32(self) -> np.ndarray:
         """The buffer as little-endian dwords."""
-        v = self.map("u32")  # (its error names what the app called)
+        v = self.map(_call="u32")  # (its error names what the app called)
         return v[:len(v) & ~3].view("<u4")
+
+    @u32.setter
+    def u32(self, value: Any) -> None:
+        # (`buf.u32 = [1, 2]` was Python's "property 'u32' of 'Buffer' object has no setter")
+        raise AttributeError("Buffer.u32 is a view of the buffer's memory, not set itself: write through it "
+                             "(buf.u32[0] = 1, buf.u32[:2] = [1, 2])")
 
     @api_call("Buffer.free")
     def free(self) -> None:

@@ -137,6 +137,22 @@ def test_a_buffers_domain_prints_as_alloc_names_it():
         assert d in ("gtt", "vram") and d != "vramm" and d != 0
 
 
+def test_a_buffers_view_is_written_through_not_set_and_map_takes_no_argument():
+    """`buf.u32 = [1, 2]` was Python's "property 'u32' of 'Buffer' object has no setter" (the
+    other read-only attributes name themselves); `buf.map(100)` (an offset, as vkMapMemory
+    takes one) was taken as map's private caller name and returned the whole buffer."""
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    _raises(AttributeError, "Buffer.u32 is a view of the buffer's memory, not set itself: write through it "
+                            "(buf.u32[0] = 1, buf.u32[:2] = [1, 2])", setattr, buf, "u32", [1, 2])
+    _raises(TypeError, "Buffer.map() takes 1 positional argument but 2 were given", buf.map, 100)
+    buf.u32[:2] = [1, 2]  # (what the error says works)
+    assert buf.u32[:3].tolist() == [1, 2, 0] and len(buf.map()) == 64
+    buf.free()
+    _raises(ValueError, f"u32: {_named(buf)} was freed (Buffer.free)", lambda: buf.u32)  # (its error: the call's name)
+    gpu.close()
+
+
 def test_a_gpu_errors_address_is_an_attribute():
     """api.md lists a GpuError's attributes: the address the GPU latched was only in
     `e.info.addr`. `e.addr` is it: a fault's is the access's (the unmapped address a write
