@@ -175,3 +175,14 @@ def test_a_backend_given_as_an_option_or_a_word_names_sim(capsys):
         "gpucosim run: error: neither gpucosim nor the app knows --model: did you mean --sim model? "
         "(examples/hello.py reads no arguments; gpucosim run --help lists the options)")
     assert capsys.readouterr().out == ""  # (nothing ran)
+
+
+def test_gpucosims_own_options_mistyped_name_the_one_meant(capsys):
+    """`gpucosim --versoin` said only that options follow a SUBCOMMAND: --version and --help
+    are gpucosim's own, before any; spelt close to one (or begun), it is named."""
+    for typed, meant in (("--versoin", "--version"), ("--vers", "--version"), ("--hlep", "--help")):
+        assert usage_error(capsys, typed) == (
+            f"gpucosim: error: unrecognized argument {typed}: did you mean {meant}? (other options follow a "
+            "SUBCOMMAND: gpucosim SUBCOMMAND --help)")
+    assert usage_error(capsys, "--trace", "x") == (  # (a subcommand's option, before it)
+        "gpucosim: error: unrecognized argument --trace: options follow a SUBCOMMAND (gpucosim SUBCOMMAND --help)")
