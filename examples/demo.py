@@ -111,6 +111,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from testbench.argtypes import script_takes_no_arguments
+
+    script_takes_no_arguments("demo", __doc__)
     import kmd_model
     try:
         kmd_model.bound()

@@ -71,6 +71,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from testbench.argtypes import script_takes_no_arguments
+
+    script_takes_no_arguments("gpu_error", __doc__)
     from testbench.refmodel import RefModel
 
     kmd_model.bind(RefModel())

@@ -27,6 +27,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from testbench.argtypes import script_takes_no_arguments
+
+    script_takes_no_arguments("hello", __doc__)
     import kmd_model
     from testbench.refmodel import RefModel
 

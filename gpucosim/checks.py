@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from testbench.argtypes import file_write_problem, folder_problem, parse_int
+from testbench.argtypes import file_write_problem, folder_problem, option_meant, parse_int
 from testbench.simnames import BACKENDS, unknown_simulator
 
 COCOTB_LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG", "TRACE", "NOTSET")  # (cocotb.logging's)
@@ -40,10 +40,13 @@ def option_hint(args: list[str]) -> str:
     names = run_option_names()
     for a in args:
         word = a.split("=", 1)[0]
+        if word.startswith("-") and word.lstrip("-") in BACKENDS:
+            # (`gpucosim sim --model`: a backend is --sim's value, not an option of its own)
+            return f"did you mean --sim {word.lstrip('-')}?"
         if word.startswith("-") and word not in names:
-            close = difflib.get_close_matches(word, names, n=1, cutoff=0.75)
+            close = option_meant(word, names, cutoff=0.75)  # (`--tim`: --timeout, not --sim)
             if close:
-                return f"did you mean {close[0]}?"
+                return f"did you mean {close}?"
         elif "=" in a and (word in MODULES or word == "all"):
             # (`--log ioctl=info ring=debug`: the second pair, after a space, went to the app)
             return f"did you mean --log {a}? (--log takes a comma list: ioctl=info,{a})"

@@ -26,7 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
-from testbench.argtypes import OneLineParser, integer_in, parse_int
+from testbench.argtypes import OneLineParser, integer_in, option_meant, parse_int
 from testbench.pipes import pipe_safe
 from testbench.simnames import unknown_simulator
 
@@ -450,6 +450,8 @@ def _unrecognized(command: str, unknown: list[str]) -> str:
     if options:
         hint = option_hint(options) if command == "sim" else ""  # (sim's options are run's)
         return f"unrecognized arguments: {' '.join(options)}{f' ({hint})' if hint else ''}"
+    if command == "sim" and unknown[0] in BACKENDS:  # (`gpucosim sim model`: the demo on the model)
+        return f"too many arguments ({' '.join(unknown)}): did you mean --sim {unknown[0]}? {TAKES['sim']}"
     return f"too many arguments ({' '.join(unknown)}): {TAKES.get(command, f'{command} takes no more')}"
 
 
@@ -461,7 +463,11 @@ def _main(argv: list[str] | None = None) -> int:
         argv, app_args = argv[:i], argv[i + 1:]
     ap = build_parser()
     if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
-        # (argparse said "the following arguments are required: SUBCOMMAND", not a word of the option)
+        # (argparse said "the following arguments are required: SUBCOMMAND", not a word of the option;
+        # gpucosim's own two, mistyped, are named: --versoin was only "options follow a SUBCOMMAND")
+        if meant := option_meant(argv[0], ["--help", "--version"], cutoff=0.75):
+            ap.error(f"unrecognized argument {argv[0]}: did you mean {meant}? (other options follow a SUBCOMMAND: "
+                     "gpucosim SUBCOMMAND --help)")
         ap.error(f"unrecognized argument {argv[0]}: options follow a SUBCOMMAND (gpucosim SUBCOMMAND --help)")
     subcommands = list(ap._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     if argv and not argv[0].startswith("-") and argv[0] not in subcommands:

@@ -21,6 +21,7 @@ Where things are (the path tells the layer):
                 job_timer (drm_sched's timeout), stuck (the poll a timed-out job is stuck in)
     device.py   the one interface to the hardware; mmio.py, regs.py (generated), regfield.py
     log.py      GPUCOSIM_LOG
+    tracebacks.py  a script's uncaught driver error as its lines and the error's one line
 
 The KMD never imports the UMD, cocotb or amaranth; it reaches the hardware only through
 `Device`.
@@ -30,3 +31,14 @@ from . import ioctl  # noqa: F401  (fills the ioctl table)
 from .core.bind import bind, bound, open_render_node, rebind, unbind  # noqa: F401
 from .core.kmd import Kmd, KmdParams  # noqa: F401
 from .uapi import *  # noqa: F401,F403  (the uapi is the public surface, as amdgpu_drm.h is)
+from .uapi import KmdError as _KmdError
+
+# an uncaught one reads `kmd_model.KmdError: ENODEV: ...`, the name a script imports it by
+# (not the module it is defined in: kmd_model.uapi.KmdError)
+_KmdError.__module__ = "kmd_model"
+
+# `import kmd_model` in a script run by python: its uncaught KMD errors and argument mistakes
+# (the tutorial's bind line, before any umd call), and ^C, as `gpucosim run` prints them
+from . import tracebacks as _tracebacks  # noqa: E402
+
+_tracebacks.install_for_script()

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 
 UNRECOGNIZED = "unrecognized arguments: "  # (argparse's words, before the arguments)
+REQUIRED = "the following arguments are required: "
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -31,22 +33,56 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.options_in_errors = options_in_errors
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._words = list(sys.argv[1:] if args is None else args)  # (for error(): what was typed)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str):  # type: ignore[override]
         message = " ".join(str(message).split())
+        if self.options_in_errors and message.startswith(REQUIRED) and (unknown := self._unknown_options()):
+            # (`plot t.json --out x.png` said "the following arguments are required: -o/--output":
+            # the option typed, not abbreviated here, was not a word of it)
+            message = UNRECOGNIZED + " ".join(unknown)
         if self.options_in_errors and message.startswith(UNRECOGNIZED):
             message += self._options_hint(message[len(UNRECOGNIZED):].split())
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _names(self) -> list[str]:
+        return [o for a in self._actions for o in a.option_strings]
+
+    def _unknown_options(self) -> list[str]:
+        """The words typed that look like an option (not a negative number) and are none."""
+        words = getattr(self, "_words", [])
+        words = words[:words.index("--")] if "--" in words else words
+        names = self._names()
+        return [w for w in words if len(w) > 1 and w[0] == "-" and not w[1].isdigit()
+                and w.split("=", 1)[0] not in names]
+
     def _options_hint(self, words: list[str]) -> str:
-        names = [o for a in self._actions for o in a.option_strings]
+        names = self._names()
         meant = ""
         for word in words:
-            if word.startswith("-"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], names, n=1, cutoff=0.7)
-                if close:
-                    meant = f": did you mean {close[0]}?"
-                    break
+            if word.startswith("-") and (close := option_meant(word, names, cutoff=0.7)):
+                meant = f": did you mean {close}?"
+                break
         return f"{meant} ({' '.join(self.format_usage().split())})"
+
+
+def option_meant(word: str, names: list[str], cutoff: float) -> str | None:
+    """The option a mistyped `word` (`--x` or `--x=value`) meant: the one it begins, as an
+    abbreviation (the project's commands take none: `--data` for --data-width; difflib's
+    closest was another, `--max` was "did you mean --sdma?"), of several the one spelt nearly
+    so (--stat: --stats), else "A or B" (--t: --trace or --timeout);
+    else the one spelt closest (difflib at `cutoff`: --trce, --sedd); None when none is."""
+    word = word.split("=", 1)[0]
+    if word.startswith("--") and len(word) > 2:
+        begun = list(dict.fromkeys(n for n in names if n.startswith(word) and n != word))
+        if len(begun) > 1:  # (--stat: --stats, spelt nearly so, rather than --stats or --stats-json)
+            begun = difflib.get_close_matches(word, begun, n=1, cutoff=cutoff) or begun
+        if begun:
+            return " or ".join(begun)
+    close = difflib.get_close_matches(word, names, n=1, cutoff=cutoff)
+    return close[0] if close else None
 
 
 NOT_AN_INTEGER = "must be an integer (decimal or 0x hex)"
@@ -206,3 +242,18 @@ def report_file_problem(path: Path | str, what: str) -> str | None:
                     "give a new name, or remove the file first")
         return file_write_problem(path)  # (written over in place: its folder's answer is not its own)
     return folder_problem(path.parent, make=False)
+
+
+def script_takes_no_arguments(prog: str, doc: str | None) -> None:
+    """For an example without options run by python (`python examples/hello.py`): --help
+    prints what it is (its docstring's first paragraph) and exits 0; any other argument is
+    a one-line usage error, exit status 2, as `gpucosim run` says it of such an app (they
+    were ignored: `--help`, or a mistyped `--sim model`, ran the whole example)."""
+    ap = OneLineParser(prog=prog, description=" ".join((doc or "").split("\n\n")[0].split()),
+                       epilog=f"It takes no arguments; `gpucosim run examples/{prog}.py --sim model` runs it on "
+                              "the reference model, `--sim verilator` on the RTL.")
+    args = sys.argv[1:]
+    if args and args != ["-h"] and args != ["--help"]:
+        ap.error(f"{prog} takes no arguments, not {' '.join(args)} ({' '.join(ap.format_usage().split())}; "
+                 f"`gpucosim run --help` lists the options of a run, --sim among them)")
+    ap.parse_args(args)

@@ -175,11 +175,11 @@ def open(api_version: int = LATEST, *, winsys=None, pools: bool = True) -> rt.De
     made and freed by ioctls (no BO cache, no slabs), to measure what the pools save.
 
     Called by a script run by python (`python app.py`: its `__main__`'s own code), it also
-    installs an excepthook (unless the program has one; the script's `import umd` did
-    already): an uncaught UMD or KMD error, argument mistake or ^C is then printed as
-    `gpucosim run` prints it, the script's own frames and the one-line error, without the
-    drivers' frames (umd/tracebacks.py); a bug of the script's own keeps Python's whole
-    traceback."""
+    installs an excepthook (unless the program has one; the script's `import umd` or
+    `import kmd_model` did already): an uncaught UMD or KMD error, argument mistake or ^C is
+    then printed as `gpucosim run` prints it, the script's own frames and the one-line error,
+    without the drivers' frames (kmd_model/tracebacks.py, umd/tracebacks.py); a bug of the
+    script's own keeps Python's whole traceback."""
     # a script run by python gets its uncaught UMD errors and ^C as `gpucosim run` prints them
     tracebacks.install_for_script()
     served = f"{', '.join(map(str, list(TABLES)[:-1]))} or {list(TABLES)[-1]} (leave it out for the newest, {LATEST})"

@@ -175,7 +175,7 @@ def _class(cls: type) -> list[str]:
             lines.append(f"| `{a}` | {text} |")
         lines.append("")
     if "__exit__" in vars(cls):
-        lines.append(f"### `with`\n\n" + _md(_doc(vars(cls)["__exit__"], f"{name}.__exit__")) + "\n")
+        lines.append("### `with`\n\n" + _md(_doc(vars(cls)["__exit__"], f"{name}.__exit__")) + "\n")
     return lines
 
 

@@ -31,7 +31,7 @@ DOMAINS = {"gtt": KmdDomain.GTT, "vram": KmdDomain.VRAM}
 class Domain(IntFlag):
     """Where a Buffer's memory is (Buffer.domain): the uAPI's Domain values (kmd_model.uapi's,
     which it equals, as an int), printed as alloc() names them: "gtt", "vram" (Python 3.11
-    printed the uAPI's IntFlag as its number, 2 or 4)."""
+    printed the uAPI's IntFlag as its number, 2 or 4), and equal to those words too."""
 
     GTT = int(KmdDomain.GTT)
     VRAM = int(KmdDomain.VRAM)
@@ -41,6 +41,18 @@ class Domain(IntFlag):
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
+
+    def __eq__(self, other: object) -> bool:
+        # what it prints equals it too, in any case as alloc() takes it: `buf.domain == "vram"`
+        # was False for a VRAM buffer (silently: the other branch of the app's if ran)
+        if isinstance(other, str):
+            return str(self) == other.lower()
+        return int.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = IntFlag.__hash__  # (the uAPI value's: a key as before)
 
 
 def device_alloc(self: Device, size: int, domain: str | int = "gtt", *, alignment: int = 0,
@@ -183,7 +195,8 @@ class Buffer(_Handle):
                                                                                   "alloc() was asked")
     domain = fixed("Buffer", "domain", ": alloc(size, domain) makes one in the other",
                    doc="where the kernel placed its memory, as alloc() names it: a Domain (umd.memory.Domain.GTT "
-                       "or .VRAM, equal to the uAPI's values) that prints as \"gtt\" or \"vram\"")
+                       "or .VRAM, equal to the uAPI's values) that prints as, and equals, \"gtt\" or \"vram\" "
+                       "(buf.domain == \"vram\")")
     slab = fixed("Buffer", "slab", doc="the slab it was carved from (a buffer of 16 KiB or less), or None")
     freed = record("Buffer", "freed", "free() sets it")
 
@@ -201,7 +214,7 @@ class Buffer(_Handle):
         self._freed = False
         self._freed_how = ""  # what freed it (Buffer.free, or its device's close), said at free()
 
-    def map(self, _call: str = "map") -> np.ndarray:
+    def map(self, *, _call: str = "map") -> np.ndarray:  # (`buf.map(100)` was taken as the caller's name)
         """The bytes as a numpy uint8 view of device memory (GEM_MMAP, once per BO). A view
         (or a slice of one) used after the buffer's free() raises ValueError naming the free;
         a copy (view.copy()) is the app's own."""
@@ -237,8 +250,14 @@ class Buffer(_Handle):
     @property
     def u32(self) -> np.ndarray:
         """The buffer as little-endian dwords."""
-        v = self.map("u32")  # (its error names what the app called)
+        v = self.map(_call="u32")  # (its error names what the app called)
         return v[:len(v) & ~3].view("<u4")
+
+    @u32.setter
+    def u32(self, value: Any) -> None:
+        # (`buf.u32 = [1, 2]` was Python's "property 'u32' of 'Buffer' object has no setter")
+        raise AttributeError("Buffer.u32 is a view of the buffer's memory, not set itself: write through it "
+                             "(buf.u32[0] = 1, buf.u32[:2] = [1, 2])")
 
     @api_call("Buffer.free")
     def free(self) -> None:

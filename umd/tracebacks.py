@@ -1,128 +1,18 @@
 """An app's traceback as its author reads it: the app's own frames and the one-line error,
-without the drivers' frames inside the call that raised (the UMD's argument checks, the
-KMD's ioctl dispatch, the backend's). `gpucosim run` prints an app's exception so
-(gpucosim/run/app.py, session.py; its crash report keeps the rest), and so does a script
-run by `python app.py`, through the excepthook `umd.open()` installs when the script's
-own code (its `__main__`) opens the GPU (install_for_script).
-
-The script's `import umd` installs it too, so that the lines before its umd.open() (the
-tutorial's `kmd_model.bind(RefModel())`) have it. Only what the drivers raise for the app is
-trimmed there: the UMD's errors (UmdError and its subclasses, NotPermitted), the KMD's
-(KmdError), an argument mistake said as TypeError or ValueError, and ^C (KeyboardInterrupt).
-An exception of the app's own code is Python's traceback, whole, as is any other exception
-out of the drivers (a bug of theirs: its frames are where to look).
+without the drivers' frames inside the call that raised. The machinery is the KMD's
+(kmd_model/tracebacks.py: a script whose first mistake is a KMD call, before any `import
+umd`, reads one line too); the UMD adds its own errors (UmdError and its subclasses,
+NotPermitted) to what it trims, and installs the excepthook when a script imports the UMD or
+opens the GPU (`gpucosim run` prints an app's exception with the same trimming:
+gpucosim/run/app.py).
 """
 
 from __future__ import annotations
 
-import os
-import runpy
-import sys
-import traceback
-from pathlib import Path
-from types import TracebackType
+from kmd_model.tracebacks import app_traceback, install_for_script, ours, said_for_the_app, say_for_the_app, trim
 
-# The project's own packages: their frames are not the app's. (A one-line mistake in an API
-# call was a 17-line traceback, most of it gpucosim's hooks and the UMD's argument checks;
-# a GpuError came with the KMD's error it was raised from, another 20 lines of ioctl dispatch.)
-_OURS = tuple(str(Path(__file__).resolve().parents[1] / d) + os.sep
-              for d in ("gpucosim", "umd", "kmd_model", "testbench", "spec"))
-# (what runs a script as __main__, `python -m` and gpucosim's run: not the app's frames either)
-_RUNPY = frozenset({os.path.abspath(runpy.__file__), "<frozen runpy>"})
+from .errors import NotPermitted, UmdError
 
+__all__ = ["app_traceback", "install_for_script", "ours", "said_for_the_app", "trim"]
 
-def ours(filename: str) -> bool:
-    """Is `filename` (a frame's) the project's own code or runpy's, not the app's?"""
-    return os.path.abspath(filename).startswith(_OURS) or filename in _RUNPY or os.path.abspath(filename) in _RUNPY
-
-
-def trim(te: traceback.TracebackException, seen: set[int] | None = None) -> bool:
-    """Keep the app's part of `te`'s stack, and of the exceptions it was raised from; False
-    when none of its frames is the app's (the drivers' inside, or gpucosim's own bug)."""
-    seen = set() if seen is None else seen
-    if id(te) in seen:
-        return True
-    seen.add(id(te))
-    frames = list(te.stack)
-    app = [i for i, f in enumerate(frames) if not ours(f.filename)]
-    if app:
-        te.stack = traceback.StackSummary.from_list(frames[app[0]:app[-1] + 1])
-    for attr in ("__cause__", "__context__"):
-        inner = getattr(te, attr)
-        if inner is not None and not trim(inner, seen):
-            setattr(te, attr, None)  # (the driver's own error inside: a crash report has it)
-    return bool(app)
-
-
-def app_traceback(e: BaseException) -> str:
-    """The traceback of an exception the app raised, as the app's author reads it: the
-    app's frames and the exception (the whole of it, where no frame is the app's)."""
-    te = traceback.TracebackException.from_exception(e)
-    if not trim(te):
-        return "".join(traceback.format_exception(e))
-    return "".join(te.format())
-
-
-# ---------------------------------------------------------------------------- python app.py
-
-def said_for_the_app(e: BaseException) -> bool:
-    """Is `e` what the drivers raise for the app (trimmed), not a bug (shown whole)? The
-    UMD's errors and ^C from wherever they came; a TypeError or ValueError only when the
-    drivers raised it (the UMD's argument checks): the app's own is its bug."""
-    from kmd_model.uapi import KmdError
-
-    from .errors import NotPermitted, UmdError
-
-    if isinstance(e, (UmdError, NotPermitted, KmdError, KeyboardInterrupt)):
-        return True
-    if not isinstance(e, (TypeError, ValueError)):
-        return False
-    tb = e.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return ours(tb.tb_frame.f_code.co_filename)
-
-
-def _excepthook(typ: type[BaseException], e: BaseException, tb: TracebackType | None) -> None:
-    if _previous is None or not said_for_the_app(e):
-        (_previous or sys.__excepthook__)(typ, e, tb)
-        return
-    try:
-        text = app_traceback(e)
-    except Exception:  # (an exception whose str() raises: Python's own words for it)
-        _previous(typ, e, tb)
-        return
-    sys.stderr.write(text)
-    sys.stderr.flush()
-
-
-_previous = None  # the excepthook ours replaced (Python's own)
-
-
-def install_for_script() -> None:
-    """Install the excepthook when the code that imported the UMD or called umd.open() (the
-    first frame out of the drivers and importlib) is the script Python runs as `__main__`
-    (`python app.py`, `python -m pkg.app`), and nobody else has one: an uncaught UMD error or ^C then prints as `gpucosim
-    run` prints it. Not in a REPL or IPython (no script), under pytest or another program
-    that imported the app (its code is not `__main__`), nor under `gpucosim run` (which
-    prints the app's exceptions itself: kmd_model's binding is claimed)."""
-    global _previous
-    if sys.excepthook is not sys.__excepthook__:  # (ours already, or a program's own)
-        return
-    from kmd_model.core.bind import claimed_by
-
-    if claimed_by() is not None:
-        return
-    main = sys.modules.get("__main__")
-    if main is None or not getattr(main, "__file__", None):  # (the REPL, python -c)
-        return
-    frame = sys._getframe(1)
-    while frame is not None and (ours(frame.f_code.co_filename)
-                                 or frame.f_code.co_filename.startswith("<frozen importlib")):
-        frame = frame.f_back  # (an `import umd`'s frames: importlib's)
-    if frame is None or frame.f_globals is not vars(main):
-        return
-    _previous = sys.excepthook
-    sys.excepthook = _excepthook
+say_for_the_app(UmdError, NotPermitted)

@@ -310,6 +310,16 @@ def _is_file(path: str) -> bool:
         return False
 
 
+def _function_meant(mod, func: str) -> str:
+    """": did you mean main()?" for a mistyped function of `mod`'s own (defined there, not
+    imported; not private), else ""."""
+    own = [n for n, v in vars(mod).items() if inspect.isfunction(v) and v.__module__ == mod.__name__
+           and not n.startswith("_")]
+    by_case = {n.lower(): n for n in own}
+    close = difflib.get_close_matches(func.lower(), list(by_case), n=1, cutoff=0.6)
+    return f": did you mean {by_case[close[0]]}()?" if close else ""
+
+
 def load_main(target: str) -> Callable[[], Any]:
     """`pkg.module` or `pkg.module:function` or a path to a .py file -> its main function;
     for a script with no main() (script_source), the function that runs it as __main__,
@@ -344,8 +354,8 @@ def load_main(target: str) -> Callable[[], Any]:
         mod = importlib.import_module(name)
         func = func or "main"
     fn = getattr(mod, func, None)
-    if not callable(fn):
-        raise AppNotFound(f"it has no callable {func}()")  # (after "cannot load app TARGET: ")
+    if not callable(fn):  # (after "cannot load app TARGET: "; the function meant: examples.hello:mian)
+        raise AppNotFound(f"it has no callable {func}(){_function_meant(mod, func)}")
     try:  # (main(x) was a TypeError from the call, a crash report of gpucosim's making)
         inspect.signature(fn).bind()
     except TypeError:

@@ -224,7 +224,10 @@ def async_flush_cpu(submits: int = 300) -> dict:
 @pipe_safe
 def main(argv: list[str] | None = None, prog: str = "python -m testbench.bench") -> int:
     """`prog`: the command the user typed, which usage errors and --help name (`gpucosim bench`)."""
-    ap = OneLineParser(prog=prog, options_in_errors=True, description=" ".join(__doc__.split("\n\n")[0].split()),
+    # (no abbreviations, as gpucosim's other subcommands: `gpucosim bench --data 32` was
+    # --data-width 32, and `--speed none` started tens of minutes of benchmarks)
+    ap = OneLineParser(prog=prog, options_in_errors=True, allow_abbrev=False,
+                       description=" ".join(__doc__.split("\n\n")[0].split()),
                        epilog="It builds the Verilator designs it needs and runs them, the cocotb-clock baselines "
                               "and (unless --speed-sims none) the model against each simulator: tens of minutes on "
                               "2 cores (76 min for --data-width 32 --speed-sims none on a loaded 2-core machine). "

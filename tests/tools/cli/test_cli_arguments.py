@@ -86,3 +86,41 @@ def test_bench_help_says_each_option_and_how_long_it_runs(capsys):
                           ("--speed-sims SIMS", "simulators the model is compared with")):
         assert f"{option} {words}" in text, text
     assert "tens of minutes on 2 cores" in text and "unless --speed-sims none" in text
+
+
+@pytest.mark.parametrize("argv, said", [
+    # bench took abbreviations (argparse's default), as no other subcommand does: `--data 7` was
+    # --data-width's error, `--speed none --data 32` started tens of minutes of benchmarks (the
+    # values here are wrong ones: without the fix, an error after the abbreviation was taken,
+    # not a run)
+    (("bench", "--data", "7"), "gpucosim bench: error: unrecognized arguments: --data 7: did you mean --data-width? "
+                               "(usage: gpucosim bench [-h] [--data-width {32,64,128,256}] [-o JSON] "
+                               "[--speed-sims SIMS])"),
+    (("bench", "--speed", "nosuch"), "gpucosim bench: error: unrecognized arguments: --speed nosuch: did you mean "
+                                     "--speed-sims? (usage: gpucosim bench [-h] [--data-width {32,64,128,256}] "
+                                     "[-o JSON] [--speed-sims SIMS])"),
+    # an abbreviation names the option it begins (difflib's closest was another: --max, --sdma;
+    # --tim, --sim), those it begins when there are several
+    (("disasm", "-x", "0", "--max", "3"), "gpucosim disasm: error: unrecognized arguments: --max: did you mean "
+                                          "--max-data? (usage: gpucosim disasm [-h] [-x HEX [HEX ...]] [--base ADDR] "
+                                          "[--only TEXT] [--sdma] [-v] [--max-data N] [FILE ...])"),
+    (("sim", "--tim", "5"), "gpucosim sim: error: unrecognized arguments: --tim (did you mean --timeout?)"),
+    (("run", "--t", "5", "examples/hello.py"),
+     "gpucosim run: error: unrecognized arguments before APP: --t (did you mean --trace or --timeout?)"),
+    # an abbreviation of a required option: it was "the following arguments are required:
+    # -o/--output", not a word of the --out typed
+    (("plot", "t.json", "--out", "x.png"), "gpucosim plot: error: unrecognized arguments: --out: did you mean "
+                                           "--output? (usage: gpucosim plot [-h] -o PNG [--from CYCLE] [--to CYCLE] "
+                                           "[--title TITLE] TRACE)"),
+    (("plot", "--out=x.png", "t.json"), "gpucosim plot: error: unrecognized arguments: --out=x.png: did you mean "
+                                        "--output? (usage: gpucosim plot [-h] -o PNG [--from CYCLE] [--to CYCLE] "
+                                        "[--title TITLE] TRACE)"),
+])
+def test_an_abbreviated_option_is_refused_naming_the_option_it_begins(capsys, argv, said):
+    assert usage_error(capsys, *argv) == said
+
+
+def test_plots_missing_output_is_still_said_so(capsys):
+    """(A plot without -o, and with nothing mistyped, is the missing option's error.)"""
+    assert usage_error(capsys, "plot", "t.json", "--from", "3") == (
+        "gpucosim plot: error: the following arguments are required: -o/--output")

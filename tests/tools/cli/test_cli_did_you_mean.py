@@ -144,3 +144,45 @@ def test_a_mistyped_option_an_app_refused_names_the_option_meant():
     r = gpucosim("run", "examples/memcpy.py", "--sim", "model", "--seed", "-1")
     assert r.returncode == 2 and r.stderr.splitlines() == [
         "memcpy: error: argument --seed: must be at least 0, not -1"], r.stderr
+
+
+def test_a_mistyped_function_names_the_function_meant():
+    """`module:function` with the function mistyped named only what was missing; the module's
+    own function spelt close to it (any case) is named, a name close to none is not."""
+    from .cli_helpers import gpucosim
+
+    for target, said in (("examples.hello:mian", "it has no callable mian(): did you mean main()?"),
+                         ("examples.hello:Main", "it has no callable Main(): did you mean main()?"),
+                         ("examples.hello:zzz", "it has no callable zzz()")):
+        r = gpucosim("run", target, "--sim", "model")
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.splitlines() == [f"gpucosim: cannot load app '{target}': {said}"], r.stderr
+
+
+def test_a_backend_given_as_an_option_or_a_word_names_sim(capsys):
+    """`gpucosim sim --model` (or `sim model`, `run --model APP`): the backend is --sim's
+    value; the error named the word alone, or said sim takes no APP."""
+    assert usage_error(capsys, "sim", "--model") == (
+        "gpucosim sim: error: unrecognized arguments: --model (did you mean --sim model?)")
+    assert usage_error(capsys, "sim", "--verilator") == (
+        "gpucosim sim: error: unrecognized arguments: --verilator (did you mean --sim verilator?)")
+    assert usage_error(capsys, "sim", "model") == (
+        "gpucosim sim: error: too many arguments (model): did you mean --sim model? sim runs the demo and takes "
+        "no APP (gpucosim run APP runs another)")
+    assert usage_error(capsys, "run", "--model", "examples/hello.py") == (
+        "gpucosim run: error: unrecognized arguments before APP: --model (did you mean --sim model?)")
+    assert usage_error(capsys, "run", "examples/hello.py", "--model") == (
+        "gpucosim run: error: neither gpucosim nor the app knows --model: did you mean --sim model? "
+        "(examples/hello.py reads no arguments; gpucosim run --help lists the options)")
+    assert capsys.readouterr().out == ""  # (nothing ran)
+
+
+def test_gpucosims_own_options_mistyped_name_the_one_meant(capsys):
+    """`gpucosim --versoin` said only that options follow a SUBCOMMAND: --version and --help
+    are gpucosim's own, before any; spelt close to one (or begun), it is named."""
+    for typed, meant in (("--versoin", "--version"), ("--vers", "--version"), ("--hlep", "--help")):
+        assert usage_error(capsys, typed) == (
+            f"gpucosim: error: unrecognized argument {typed}: did you mean {meant}? (other options follow a "
+            "SUBCOMMAND: gpucosim SUBCOMMAND --help)")
+    assert usage_error(capsys, "--trace", "x") == (  # (a subcommand's option, before it)
+        "gpucosim: error: unrecognized argument --trace: options follow a SUBCOMMAND (gpucosim SUBCOMMAND --help)")

@@ -137,3 +137,31 @@ def test_producer_consumer_items_past_the_kmds_job_limit_are_one_line(capsys):
         assert capsys.readouterr().out.splitlines()[-1] == "producer/consumer: OK on model — 32 items, 64 slots"
     finally:
         kmd_model.unbind()
+
+
+@pytest.mark.parametrize("name", ["hello", "fill", "gpu_error", "demo"])
+def test_an_example_without_options_run_by_python_refuses_arguments(name):
+    """`python examples/hello.py --help` ran the whole example, and so did a mistyped option
+    or gpucosim's `--sim model` given to python: ignored. --help says what the example is,
+    another argument is one line, exit status 2, and nothing runs."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    env.pop("GPUCOSIM_LOG", None)
+
+    def python(*argv):
+        return subprocess.run([sys.executable, f"examples/{name}.py", *argv], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = python("--help")
+    assert r.returncode == 0 and r.stdout.startswith(f"usage: {name} [-h]\n") and not r.stderr, r
+    assert "It takes no arguments; `gpucosim run examples/" in r.stdout and f"{name}:" not in r.stdout
+    r = python("--sim", "model")
+    assert r.returncode == 2 and r.stdout == "", r
+    assert r.stderr.splitlines() == [f"{name}: error: {name} takes no arguments, not --sim model (usage: {name} [-h]; "
+                                     "`gpucosim run --help` lists the options of a run, --sim among them)"], r.stderr
+    r = python()  # (without arguments it runs, on the reference model)
+    assert r.returncode == 0 and f"{name}: OK on model" in r.stdout, r

@@ -131,6 +131,26 @@ def test_a_buffers_domain_prints_as_alloc_names_it():
         assert d == kmd and int(d) == int(kmd) and {kmd: 1}[d] == 1 and d is umd.memory.Domain[name.upper()]
         assert gpu.alloc(64, d).domain is d and gpu.alloc(64, str(d)).domain is d  # (what it prints, alloc takes)
         assert repr(buf).startswith(f"<umd.Buffer {name.upper()} ")
+        # (and equals what it prints, in alloc()'s any case: `buf.domain == "vram"` was False)
+        other = "vram" if name == "gtt" else "gtt"
+        assert d == name and d == name.upper() and not d != name and d != other and not d == other, d
+        assert d in ("gtt", "vram") and d != "vramm" and d != 0
+
+
+def test_a_buffers_view_is_written_through_not_set_and_map_takes_no_argument():
+    """`buf.u32 = [1, 2]` was Python's "property 'u32' of 'Buffer' object has no setter" (the
+    other read-only attributes name themselves); `buf.map(100)` (an offset, as vkMapMemory
+    takes one) was taken as map's private caller name and returned the whole buffer."""
+    gpu = _gpu()
+    buf = gpu.alloc(64)
+    _raises(AttributeError, "Buffer.u32 is a view of the buffer's memory, not set itself: write through it "
+                            "(buf.u32[0] = 1, buf.u32[:2] = [1, 2])", setattr, buf, "u32", [1, 2])
+    _raises(TypeError, "Buffer.map() takes 1 positional argument but 2 were given", buf.map, 100)
+    buf.u32[:2] = [1, 2]  # (what the error says works)
+    assert buf.u32[:3].tolist() == [1, 2, 0] and len(buf.map()) == 64
+    buf.free()
+    _raises(ValueError, f"u32: {_named(buf)} was freed (Buffer.free)", lambda: buf.u32)  # (its error: the call's name)
+    gpu.close()
 
 
 def test_a_gpu_errors_address_is_an_attribute():

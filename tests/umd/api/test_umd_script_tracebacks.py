@@ -65,6 +65,28 @@ def test_a_mistake_before_umd_open_is_the_scripts_line_too(tmp_path):
                              f"    {line}"] and len(lines) == 4 and lines[3].startswith(said), r.stderr
 
 
+@pytest.mark.parametrize("line,said", [
+    ("kmd_model.bind('notadevice')",
+     "TypeError: bind: give a device (a kmd_model.device.Device such as RefModel()), not 'notadevice'"),
+    ("kmd_model.open_render_node()",
+     "kmd_model.KmdError: ENODEV: open: no device bound: call kmd_model.bind(dev) first"),
+    # (raised under KmdParams' generated __init__, a frame of no file: not the script's either,
+    # so bind's frames down to it were kept)
+    ("kmd_model.bind(RefModel(), job_timeout=-1)",
+     "ValueError: KMD parameter job_timeout must be an int in [1, 4611686018427387904], not -1")])
+def test_a_kmd_mistake_before_any_umd_import_is_the_scripts_line(tmp_path, line, said):
+    """A script that imports only the KMD (the tutorial's bind line first, `import umd` after
+    it, or never): its mistake in a KMD call is its line and the error's, as after `import
+    umd` (the excepthook was the UMD's alone: Python's whole traceback through bind's checks,
+    and the KmdError named by its module, kmd_model.uapi.KmdError)."""
+    app = tmp_path / "kmd_first.py"
+    app.write_text(f"import kmd_model\nfrom testbench.refmodel import RefModel\n{line}\nimport umd\n")
+    r = _python(str(app))
+    assert r.returncode == 1 and r.stdout == ""
+    assert _lines(r.stderr) == ["Traceback (most recent call last):", f'  File "{app}", line 3, in <module>',
+                                f"    {line}", said], r.stderr
+
+
 def test_a_refused_submission_in_main_is_mains_lines_and_the_error(tmp_path):
     """A SubmitError raised from the KMD's EINVAL: without the KMD's error it was raised from
     (nor its ioctl dispatch's frames), which said the same words again."""
@@ -146,8 +168,8 @@ def test_the_excepthook_of_a_scripts_open_trims_only_what_the_drivers_said(monke
     binding and prints the app's exceptions itself) none is installed."""
     import types
 
+    from kmd_model import tracebacks
     from kmd_model.core.bind import claim
-    from umd import tracebacks
 
     script = tmp_path / "script.py"
     script.write_text("gpu = umd.open()\nq = gpu.queue()\nq.write(None, 0, 1)\n")
@@ -189,7 +211,7 @@ def _script_main(monkeypatch, tmp_path):
     of a file, Python's excepthook (recording what is handed to it), the UMD's not installed."""
     import types
 
-    from umd import tracebacks
+    from kmd_model import tracebacks
 
     script = tmp_path / "script.py"
     main = types.ModuleType("__main__")
