@@ -25,10 +25,14 @@ def _simulators() -> list[str]:
 
 
 def pytest_configure(config):
-    """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line.
+    """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line, and
+    so is a $GPUCOSIM_ICARUS that is neither all nor subset (tests/cosim/driver_checks.py).
     On an xdist worker, the run's durations are the controller's (`_known_durations`)."""
+    from tests.cosim.driver_checks import icarus_scope
+
     try:
         sim.selected_simulators()
+        icarus_scope()
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
     global _durations

@@ -435,7 +435,119 @@ ICARUS_SECONDS = {
     "contract_control__check_a_halted_sdma_stopped_by_its_doorbell_shows_error_not_halted": 0.33,
 }
 SHORT_CHECK_SECONDS = 0.21  # a check not yet measured (the mean of the 109 under 0.9 s)
-SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator
+SHARDS = {"verilator": 1, "icarus": 4}  # simulator sessions per simulator, every check
+
+
+# make test runs every check on Verilator, and on Icarus only this subset: one check of each
+# module of MODULES, the one with the smallest Icarus time above (the first of its CHECKS on a
+# tie; chosen so, 7 December 2026). Every check on Icarus took about 495 s of the 2,230 s of
+# worker time of a fresh clone's make test (four sessions: each check's second run, after
+# Verilator's); these 53 run in one session. `make test ICARUS=all` ($GPUCOSIM_ICARUS=all)
+# runs every check on Icarus in the four shards below (docs/verification.md). A module added to
+# MODULES needs its entry here (tests/cosim/test_rtl_drivers.py fails without it).
+ICARUS_ENV = "GPUCOSIM_ICARUS"
+ICARUS_SUBSET = {
+    "kmd.test_kmd_ioctl": "kmd_ioctl__check_gem_errors",
+    "kmd.test_kmd_checker": "kmd_checker__check_bad_packet_before_a_chain",
+    "kmd_sched.test_kmd_fence": "kmd_fence__check_bo_kept_alive",
+    "kmd_sched.reset.test_kmd_reset": "kmd_reset__check_cp_error_recovery",
+    "kmd_sched.test_kmd_ih": "kmd_ih__check_one_interrupt_per_entry_though_the_write_back_is_late",
+    "kmd.memory.test_kmd_vm": "kmd_vm__check_gem_va_errors",
+    "kmd_sched.queues.test_kmd_queues_scheduling": "kmd_queues__check_copy_ring_on_this_backend",
+    "kmd_sched.queues.test_kmd_queues_resets": "kmd_queues__check_amd_queue_reset_malformed",
+    "kmd_sched.queues.test_kmd_queues_full_reset":
+        "kmd_queues__check_a_full_reset_takes_the_other_rings_pending_error_with_its_guilty_job",
+    "kmd_sched.queues.test_kmd_queues_stuck":
+        "kmd_queues__check_a_checked_job_of_long_fills_is_reset_by_the_time_rule",
+    "kmd_sched.queues.test_kmd_queues_not_stuck":
+        "kmd_queues__check_a_flood_of_polls_that_hold_at_once_on_queue_1_leaves_a_parked_job_alone",
+    "umd.submission.test_umd_queues": "umd_queues__check_pipeline_across_queues_waits_gpu_side",
+    "umd.api.test_umd_api": "umd_api__check_defaults_and_help",
+    "umd.submission.test_umd_batching": "umd_batching__check_flush_by_dwords",
+    "umd.submission.test_umd_cmdbuf": "umd_cmdbuf__check_chaining_on_device",
+    "umd.memory.test_umd_memory": "umd_memory__check_zeroed_unless_asked",
+    "umd.api.test_umd_runtime": "umd_runtime__check_argument_errors",
+    "umd.memory.test_umd_transfer": "umd_transfer__check_transfer_errors",
+    "umd.failures.test_umd_lost_failures": "umd_lost_failures__check_a_copy_queues_failed_job_reaches_finish",
+    "security.cs.test_security_toctou": "security__check_toctou_gpu_rewrite",
+    "security.cs.test_security_checker": "security__check_cp_rules_refused",
+    "security.memory.test_security_mappings": "security__check_no_stale_data",
+    "security.limits.test_security_umd": "security__check_fence_wrap_from_zero",
+    "security.cs.test_security_ioctl": "security__check_hostile_ioctl_arguments",
+    "spec.amd.test_amd_conformance": "amd_conformance__check_amd_differences_refused",
+    "security.memory.test_vm_isolation": "vm_isolation__check_unmap_while_in_use",
+    "model.contract.test_contract_driver": "contract_driver__check_the_smallest_ring_of_two_dwords",
+    "model.contract.test_contract_dma":
+        "contract_driver__check_a_transfer_whose_reads_and_writes_both_fail_reports_one",
+    "model.contract.test_contract_bus_errors": "contract_driver__check_ih_entry_write_refused_in_its_middle",
+    "model.contract.test_contract_release_mem_and_ih": "contract_driver__check_int_force_and_release_mem_alignment",
+    "model.contract.engines.test_contract_sdma_packets":
+        "contract_engines__check_sdma_ring_size_above_20_and_the_longest_write_linear",
+    "model.contract.engines.test_contract_sdma_errors":
+        "contract_engines__check_sdma_rptr_write_back_fails_as_the_packet",
+    "model.contract.engines.test_contract_cp_queues":
+        "contract_engines__check_queue_resets_at_once_halted_and_their_write_backs",
+    "model.contract.engines.test_contract_both_engines":
+        "contract_engines__check_ih_entry_of_every_source_fills_its_fields_alone",
+    "model.contract.test_contract_vm": "contract_vm__check_cp_and_sdma_vm_faults_at_once",
+    "model.contract.test_contract_vm_tlb": "contract_vm__check_vm_new_tables_need_an_invalidation",
+    "model.contract.test_contract_vm_sdma_and_vmid_0": "contract_vm__check_ih_entry_writes_that_fault_under_vmid_0",
+    "model.contract.control.test_contract_resets":
+        "contract_control__check_timestamp_runs_on_through_perf_clear_and_soft_reset",
+    "model.contract.control.test_contract_halts":
+        "contract_control__check_halted_shows_while_the_other_queue_is_stopped_by_an_error",
+    "model.contract.control.test_contract_rings": "contract_control__check_ring_and_ih_sizes_at_their_largest",
+    "model.contract.control.test_contract_ih_ring":
+        "contract_control__check_ih_rptr_written_in_part_and_ahead_of_the_wptr",
+    "model.contract.control.test_contract_edges":
+        "contract_control__check_rings_resized_and_moved_while_disabled_keep_their_pointers",
+    "model.contract.engines.test_contract_packet_edges":
+        "contract_engines__check_byte_counters_count_the_copy_engines_alone",
+    "model.contract.test_contract_bare_metal": "contract_bare_metal__check_sdma_bad_packet_and_queue_reset",
+    "model.contract.test_contract_bare_metal_three_rings":
+        "contract_bare_metal__check_soft_reset_with_all_three_rings_busy",
+    "model.contract.test_contract_csr": "contract_csr__check_irq_is_int_status_and_int_enable_bit_by_bit",
+    "kmd.uapi.test_kmd_uapi_contract": "kmd_uapi_contract__check_gem_handles_are_per_file",
+    "kmd.uapi.test_kmd_uapi_contract_cs": "kmd_uapi_contract_cs__check_ctx",
+    "model.contract.engines.test_contract_sdma_check_order":
+        "contract_engines__check_sdma_packet_checks_fail_in_their_documented_order",
+    "kmd.uapi.test_kmd_uapi_info": "kmd_uapi_info__check_dev_info_is_what_the_registers_say",
+    "model.contract.control.test_contract_fetch_bounds":
+        "contract_control__check_dwords_past_a_doorbell_run_as_written_before_the_next",
+    "model.contract.control.test_contract_write_back_bits":
+        "contract_control__check_write_back_addresses_ignore_bits_1_0",
+    "model.contract.engines.test_contract_listed_values_act":
+        "contract_engines__check_sdma_poll_regmem_compares_unsigned",
+}
+
+
+def icarus_scope(spec: str | None = None) -> str:
+    """Which driver checks run on Icarus under `spec` ($GPUCOSIM_ICARUS when None): "subset"
+    (unset, empty or "subset": ICARUS_SUBSET) or "all". Anything else is a one-line ValueError."""
+    spec = (os.environ.get(ICARUS_ENV, "") if spec is None else spec).strip()
+    if spec in ("", "subset"):
+        return "subset"
+    if spec == "all":
+        return "all"
+    raise ValueError(f"{ICARUS_ENV}={spec!r}: choose all (every driver check on Icarus) or subset "
+                     "(one check of each module, make test's), or leave it empty")
+
+
+def checks_of_module(mod_name: str) -> list[str]:
+    """The names all_checks() gives the checks of module `mod_name` (an entry of MODULES)."""
+    mod = importlib.import_module(f"tests.{mod_name}")
+    return [f"{_group(mod_name)}__{check.__name__}" for check in mod.CHECKS]
+
+
+def sessions(simulator: str, scope: str | None = None) -> list[tuple[str, list[str]]]:
+    """The simulator sessions that run the checks on `simulator`: (label, check names) each.
+    Every check, in shards(simulator), except on Icarus under the "subset" scope (`scope`, or
+    $GPUCOSIM_ICARUS's): ICARUS_SUBSET in one session, labelled "subset"."""
+    if simulator == "icarus" and (scope or icarus_scope()) == "subset":
+        # (in all_checks() order; a name that is no check is left out here, and named by the test)
+        chosen = set(ICARUS_SUBSET.values())
+        return [("subset", [c for c in all_checks() if c in chosen])]
+    return [(str(k), names) for k, names in enumerate(shards(simulator))]
 
 
 def shards(simulator: str) -> list[list[str]]:

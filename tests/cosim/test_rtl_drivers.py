@@ -6,10 +6,11 @@ processor under cocotb (the other CHECKS lists: driver_checks.ELSEWHERE says whe
 ioctls, CS checker, fences across the 2^32 wrap (600 jobs), WAIT_REG_MEM released by a
 later write, hardware errors with recovery, IB chaining, batching, API versions.
 
-Every check runs on every selected simulator. The checks of one simulator are split into
-shards (tests/cosim/driver_checks.py): one simulator session per shard, each its own xdist
-group, so Icarus's slow sessions run on both workers at once instead of holding one.
-Verilator's session also runs driver_checks.SLOW_CHECKS on slow, stalling memory.
+Every check runs on Verilator. On Icarus make test runs driver_checks.ICARUS_SUBSET, one
+check of each module, in one session; `make test ICARUS=all` ($GPUCOSIM_ICARUS=all) runs every
+check there too, split into shards (tests/cosim/driver_checks.py): one simulator session per
+shard, each its own xdist group, so Icarus's slow sessions run on both workers at once instead
+of holding one. Verilator's session also runs driver_checks.SLOW_CHECKS on slow, stalling memory.
 """
 
 import re
@@ -24,10 +25,15 @@ from tests.cosim import driver_checks
 from tests.conftest import shared_run
 
 
-def _params():
-    for s in sim.selected_simulators():
-        for k, names in enumerate(driver_checks.shards(s)):
-            if s == "verilator" and k == 0:  # and on slow, stalling memory, the few that assumed fast
+def _params(simulators=None, scope=None):
+    if scope is None:
+        try:
+            scope = driver_checks.icarus_scope()
+        except ValueError:
+            scope = "subset"  # tests/conftest.py's pytest_configure reports the bad $GPUCOSIM_ICARUS in one line
+    for s in sim.selected_simulators() if simulators is None else simulators:
+        for k, names in driver_checks.sessions(s, scope):
+            if s == "verilator" and k == "0":  # and on slow, stalling memory, the few that assumed fast
                 names = names + list(driver_checks.slow_checks())
             for name in names:
                 yield pytest.param(s, k, names, name, id=f"{s}-{name}",
@@ -46,6 +52,43 @@ def test_driver_check_on_rtl(simulator_name, shard, names, name):
     failed = [msg for n, msg in res.failures if n == name]
     assert not failed, f"{name} on {simulator_name}: {failed[0]}\n" + res.explain()
     assert name in res.passed, f"{name} did not run on {simulator_name}\n" + res.explain()
+
+
+def test_icarus_subset_runs_one_check_of_every_module():
+    """make test's Icarus session runs ICARUS_SUBSET: each module of MODULES has its one check
+    there, a check of that module, and nothing else is collected on Icarus; ICARUS=all collects
+    every check on Icarus, and Verilator every check (and the slow-memory ones) either way."""
+    every = driver_checks.all_checks()
+    missing = [m for m in driver_checks.MODULES if m not in driver_checks.ICARUS_SUBSET]
+    assert not missing, f"add one check of each to driver_checks.ICARUS_SUBSET: {', '.join(missing)}"
+    stale = sorted(set(driver_checks.ICARUS_SUBSET) - set(driver_checks.MODULES))
+    assert not stale, f"driver_checks.ICARUS_SUBSET names modules not in MODULES: {', '.join(stale)}"
+    wrong = [f"{m}: {c}" for m, c in driver_checks.ICARUS_SUBSET.items() if c not in driver_checks.checks_of_module(m)]
+    assert not wrong, "driver_checks.ICARUS_SUBSET names checks its modules do not have:\n" + "\n".join(wrong)
+
+    def collected(scope):
+        got = {}
+        for p in _params(("verilator", "icarus"), scope):
+            s, label, _, name = p.values
+            got.setdefault(s, []).append(name)
+            assert p.marks[0].args == (f"rtl_drivers-{s}-{label}",)
+        return got
+    sub, full = collected("subset"), collected("all")
+    assert sub["icarus"] == [c for c in every if c in set(driver_checks.ICARUS_SUBSET.values())]
+    assert len(sub["icarus"]) == len(driver_checks.MODULES)
+    assert sorted(full["icarus"]) == sorted(every)
+    assert sub["verilator"] == full["verilator"]
+    assert sorted(full["verilator"]) == sorted([*every, *driver_checks.slow_checks()])
+
+
+def test_icarus_scope_setting():
+    assert driver_checks.icarus_scope("") == driver_checks.icarus_scope(" subset ") == "subset"
+    assert driver_checks.icarus_scope("all") == "all"
+    for bad in ("ALL", "full", "all,subset", "1"):
+        with pytest.raises(ValueError) as ei:
+            driver_checks.icarus_scope(bad)
+        assert str(ei.value) == (f"GPUCOSIM_ICARUS={bad!r}: choose all (every driver check on Icarus) or subset "
+                                 "(one check of each module, make test's), or leave it empty")
 
 
 def test_shards_hold_every_check_once():
