@@ -362,3 +362,19 @@ def test_the_coverage_pass_names_the_test_that_failed_it(tmp_path):
                                     f"(the unmutated tests must pass under the campaign; its report: {report})")
     report.unlink()
     assert camp._failed_tests() == ""
+
+
+def test_the_campaign_runs_no_test_that_pins_an_apps_trimmed_traceback():
+    """Under the campaign every call of a mutated function passes through mutmut's trampoline,
+    whose frames umd/tracebacks.py does not count as the drivers' (they are the app's to the
+    trim): a test that runs `python app.py` and pins its trimmed traceback fails there whatever
+    the mutant. tests/umd/api/test_umd_script_tracebacks.py in scope.TESTS stopped every
+    campaign that mutated the app's path in prepare's coverage pass (mutants-10, mutants-11);
+    its apps run in subprocesses, whose calls the coverage map never records anyway."""
+    import mutmut.mutation.trampoline
+
+    from testbench.mutate import scope
+    from umd.tracebacks import ours
+
+    assert not ours(mutmut.mutation.trampoline.__file__)
+    assert "tests/umd/api/test_umd_script_tracebacks.py" not in scope.TESTS
