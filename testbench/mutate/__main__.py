@@ -114,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         _save(report, "rtl")
     if not args.rtl:
         t1 = time.monotonic()
-        _python(report, modules, args, deadline)
+        try:
+            _python(report, modules, args, deadline)
+        except RuntimeError as e:  # a step in the scratch copy failed: which, and where its log is
+            print(f"mutate: {e}", file=sys.stderr)
+            return 2
         report.meta["seconds"]["python"] = round(time.monotonic() - t1, 1)
         _save(report, "python")
     report.meta["seconds"]["total"] = round(time.monotonic() - t0, 1)

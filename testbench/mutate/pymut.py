@@ -122,6 +122,7 @@ class PyCampaign:
             f.write("\n\nimport hypothesis as _h\n"
                     "_h.settings.register_profile('mutate', derandomize=True, database=None)\n"
                     "_h.settings.load_profile('mutate')\n")
+            f.write(_STATS_FAILURES_HOOK.format(path=str(self.work / STATS_FAILURES)))
         t1 = time.monotonic()
         self._inwork("prepare", str(self.workers))
         t2 = time.monotonic()
@@ -214,7 +215,7 @@ class PyCampaign:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
         if p.returncode not in (0, -signal.SIGINT, -signal.SIGKILL):
-            raise RuntimeError(f"mutate: step {args[0]!r} failed (exit {p.returncode}); see {self._log_path()}")
+            raise RuntimeError(f"step {args[0]!r} failed (exit {p.returncode}); see {self._log_path()}")
 
     # ------------------------------------------------------------------ helpers
 
@@ -226,8 +227,40 @@ class PyCampaign:
             r = subprocess.run([sys.executable, str(INWORK), *args], cwd=self.work, env=_env(), text=True,
                                stdout=subprocess.PIPE if capture else log, stderr=log)
         if r.returncode:
-            raise RuntimeError(f"mutate: step {args[0]!r} failed (exit {r.returncode}); see {self._log_path()}")
+            raise RuntimeError(f"step {args[0]!r} failed (exit {r.returncode}){self._failed_tests()}; "
+                               f"see {self._log_path()}")
         return r.stdout or ""
+
+    def _failed_tests(self) -> str:
+        """What the coverage pass's failing test was (the _STATS_FAILURES_HOOK's file), or ''."""
+        try:
+            text = (self.work / STATS_FAILURES).read_text()
+        except OSError:
+            return ""
+        names = [ln.split(" (")[0] for ln in text.splitlines() if ln.startswith("tests/") and ln.endswith(")")]
+        if not names:
+            return ""
+        return (f": the coverage pass stops at its first failing test, {names[0]} (the unmutated tests must "
+                f"pass under the campaign; its report: {self.work / STATS_FAILURES})")
+
+
+# The coverage pass (mutmut's stats run: every test, unmutated, `pytest -x`) stops at its first
+# failure, and runs in a forked child whose captured output mutmut drops: the log said only
+# "failed to collect stats. runner returned 1", and a failing test went unnamed for a session
+# (mutants-10). The copy's tests/conftest.py gets this hook, which writes each failing report
+# to STATS_FAILURES in the scratch copy (appended last: it wraps the conftest's own hook).
+STATS_FAILURES = "stats_failures.txt"
+_STATS_FAILURES_HOOK = """
+
+_mutate_logreport = pytest_runtest_logreport
+
+
+def pytest_runtest_logreport(report) -> None:
+    _mutate_logreport(report)
+    if report.failed and os.environ.get("MUTANT_UNDER_TEST") == "stats":
+        with open({path!r}, "a") as f:
+            f.write(f"{{report.nodeid}} ({{report.when}})\\n{{report.longreprtext[-4000:]}}\\n\\n")
+"""
 
 
 def choose_sample(mutants: list[Mutant], sample: float, seed: int) -> list[Mutant]:

@@ -212,7 +212,14 @@ TESTS = (
     "tests/umd/failures/test_umd_split_flush_refused.py",  # (the only test of submit.split and part_refused)
     "tests/umd/api/test_umd_new_user_mistakes.py",
     "tests/umd/api/test_umd_newcomer_errors.py",
-    "tests/umd/api/test_umd_script_tracebacks.py",
+    # (not tests/umd/api/test_umd_script_tracebacks.py: it runs apps as `python app.py` and pins
+    # their tracebacks as umd/tracebacks.py trims them, to the app's frames. In the campaign every
+    # call of a mutated function passes through mutmut's trampoline, whose frames (site-packages)
+    # are not the drivers' to the trim: the traceback kept them and the KMD's error under the
+    # UMD's, the coverage pass failed at that test, and every campaign that mutated the app's
+    # path (kmd_model/ioctl/cs.py, core/file.py, ...) stopped in prepare ("failed to collect
+    # stats", mutants-10 and mutants-11). Its apps run in subprocesses, whose calls the coverage
+    # map never sees: it was given no mutant but the import-time ones, which it "killed" alike.)
     "tests/spec/packets/test_pm4.py",
     "tests/spec/amd/test_amd_conformance.py",
     "tests/spec/packets/test_pm4_edges.py",

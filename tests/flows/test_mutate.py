@@ -333,3 +333,48 @@ def test_a_renamed_entry_point_keeps_its_name_when_mutated(monkeypatch, tmp_path
         state()._stats.intersection_update(seen)
         reset_config()  # (the hit record read the scratch folder's configuration)
     assert (fn.__name__, fn.__qualname__) == ("write", "Queue.write")
+
+
+def test_the_coverage_pass_names_the_test_that_failed_it(tmp_path):
+    """The coverage pass (mutmut's stats run of every test, unmutated, `pytest -x`) runs in a
+    forked child whose output mutmut drops: a failing test stopped `make mutate` in prepare
+    with "failed to collect stats. runner returned 1" and no name (mutants-10, for a whole
+    session). The copy's tests/conftest.py, with the campaign's hook appended, writes each
+    failing report during that pass only, and the campaign's error names the first."""
+    from testbench.mutate.pymut import _STATS_FAILURES_HOOK, ROOT, STATS_FAILURES, PyCampaign
+    from testbench.mutate.patch import run_pytest
+
+    work = tmp_path / "work"
+    (work / "tests").mkdir(parents=True)
+    report = work / STATS_FAILURES
+    (work / "tests" / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text()
+                                                + _STATS_FAILURES_HOOK.format(path=str(report)))
+    (work / "tests" / "test_x.py").write_text("def test_ok():\n    pass\n\n"
+                                              "def test_bad():\n    assert 1 == 2, 'the reason'\n")
+    camp = PyCampaign(work=work)
+    for under_test, written in (("", False), ("stats", True)):
+        code, _, out = run_pytest(work, ["tests/test_x.py"], timeout=120,
+                                  env={"MUTANT_UNDER_TEST": under_test, "PYTHONPATH": f"{work}:{ROOT}"})
+        assert code == 1 and report.exists() == written, out  # the conftest's own hook still runs too
+    text = report.read_text()
+    assert text.startswith("tests/test_x.py::test_bad (call)\n") and "the reason" in text and "test_ok" not in text
+    assert camp._failed_tests() == (": the coverage pass stops at its first failing test, tests/test_x.py::test_bad "
+                                    f"(the unmutated tests must pass under the campaign; its report: {report})")
+    report.unlink()
+    assert camp._failed_tests() == ""
+
+
+def test_the_campaign_runs_no_test_that_pins_an_apps_trimmed_traceback():
+    """Under the campaign every call of a mutated function passes through mutmut's trampoline,
+    whose frames umd/tracebacks.py does not count as the drivers' (they are the app's to the
+    trim): a test that runs `python app.py` and pins its trimmed traceback fails there whatever
+    the mutant. tests/umd/api/test_umd_script_tracebacks.py in scope.TESTS stopped every
+    campaign that mutated the app's path in prepare's coverage pass (mutants-10, mutants-11);
+    its apps run in subprocesses, whose calls the coverage map never records anyway."""
+    import mutmut.mutation.trampoline
+
+    from testbench.mutate import scope
+    from umd.tracebacks import ours
+
+    assert not ours(mutmut.mutation.trampoline.__file__)
+    assert "tests/umd/api/test_umd_script_tracebacks.py" not in scope.TESTS

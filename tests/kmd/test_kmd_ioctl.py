@@ -226,6 +226,10 @@ def check_gem_errors(dev):
     h = c.io(G, uapi.GemCreateArgs(4096, 0, VRAM, GemFlags.NO_CPU_ACCESS)).handle
     expect(errno.EPERM, f"GEM_MMAP: BO {h} was created with NO_CPU_ACCESS", c.io, Request.GEM_MMAP,
            uapi.GemMmapArgs(h))
+    # with other flags beside it too (a test of the flags equal to NO_CPU_ACCESS survived: mutants-11)
+    h2 = c.io(G, uapi.GemCreateArgs(4096, 0, VRAM, GemFlags.NO_CPU_ACCESS | GemFlags.VRAM_CLEARED)).handle
+    expect(errno.EPERM, f"GEM_MMAP: BO {h2} was created with NO_CPU_ACCESS", c.io, Request.GEM_MMAP,
+           uapi.GemMmapArgs(h2))
     # handles are per file
     other = Client()
     expect(errno.EINVAL, f"GEM_CLOSE: no BO with handle {h}", other.io, Request.GEM_CLOSE, uapi.GemCloseArgs(h))

@@ -317,3 +317,19 @@ def test_a_cs_that_waits_for_the_shadow_pool_through_a_queue_0_reset_runs():
             c.wait(s)
         assert ei.value.errno == errno.ECANCELED and ei.value.info.code == "TIMEOUT"
     assert kmd.shadow.used == 0 and not kmd.sched.queue and not kmd.sched.pending
+
+
+def test_a_bo_whose_job_ended_unheard_goes_back_to_its_heap_at_its_close():
+    """A BO's job has run on the device but the KMD has not handled its fence yet (no ioctl
+    since the CS has serviced the interrupt): the BO still looks busy. GEM_CLOSE looks first,
+    so its memory is back in the heap when the close returns (INFO MEMORY reads the heap
+    without servicing anything); without that look it was held until some later ioctl
+    retired the job (dropping GEM_CLOSE's service passed every test: mutants-11)."""
+    kmd_model.bind(RefModel())
+    c = Client()
+    bo = c.bo(0x10000)
+    before = c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY)).gtt.used
+    c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x800, [7])))
+    assert c.f.handles[bo.handle].busy  # (the job ran; its fence is not handled yet)
+    c.io(Request.GEM_CLOSE, GemCloseArgs(bo.handle))
+    assert c.io(Request.INFO, InfoArgs(InfoQuery.MEMORY)).gtt.used == before - 0x10000

@@ -97,3 +97,26 @@ def test_a_wedged_device_still_opens_makes_contexts_and_maps_a_files_own_bo():
     view[:4] = [1, 2, 3, 4]
     assert bytes(victim.io(Request.GEM_MMAP, GemMmapArgs(handle)).view[:4]) == bytes([1, 2, 3, 4])
     expect(errno.EIO, f"CS: {kmd.wedged}", late.io, Request.CS, CsArgs(late.ctx, [CsChunkIb(8, gpu_addr=late.next_va)]))
+
+
+def test_a_context_banned_by_the_reset_that_wedged_the_device_is_not_said_banned():
+    """QUERY_STATE2's BANNED means the context's CS fails while the device runs on: the UMD
+    tells a banned queue (open another queue) from a lost device (open a new Device) by it.
+    The reset that failed made the hung job's context guilty and, at ban_after_hangs 1,
+    banned: the device is wedged, so its flags say RESET and GUILTY, not BANNED, and its CS
+    is the wedge's EIO. (BANNED set on a wedged device passed every test: mutants-11.)"""
+    from kmd_model.uapi import CtxQueryFlags
+    from tests.kmd_sched.reset.test_kmd_recovery import StuckResetModel as Stuck
+
+    dev = Stuck()
+    kmd = kmd_model.bind(dev, cs_check=False, hw_timeout=2000, job_timeout=20_000, ban_after_hangs=1)
+    h = Client()
+    bo = h.bo(0x4000)
+    seq = h.submit(h.ib(bo, pm4.wait_reg_mem(bo.addr + 0x800, 1, 1, "EQ")))
+    dev.stuck = True
+    with pytest.raises(KmdError) as ei:
+        h.wait(seq, 1_000_000)
+    assert ei.value.errno == errno.EIO and kmd.wedged and h.f.ctx(h.ctx, "test").banned  # (banned, and wedged)
+    st = h.io(Request.CTX, CtxArgs(CtxOp.QUERY_STATE2, h.ctx))
+    assert st.flags == CtxQueryFlags.RESET | CtxQueryFlags.GUILTY, st.flags
+    expect(errno.EIO, f"CS: {kmd.wedged}", h.io, Request.CS, CsArgs(h.ctx, [CsChunkIb(8, gpu_addr=h.next_va)]))
