@@ -36,6 +36,15 @@ from .packets import value
 _TYPE = pk.HEADER.field("TYPE")
 
 
+# fail(BUS) / flag(BUS) (rtl/cp/processor.py): the error is the bus response's that `where`
+# names (the fetched dword's, the poll's, the write's): BUS_SLVERR, BUS_DECERR or VM_FAULT.
+# Its code is worked out after the capture, from the captured response and RUSER/BUSER
+# (`fsm_err_resp`, `fsm_err_user`), so the response's decoding and the choice between a bus
+# code and the FSM's constant ones are not in front of the capture (`cp_32`'s critical path
+# was the parser's conditions -> `fsm_err_code_r`, 11.35 ns)
+BUS = object()
+
+
 class Where(enum.IntEnum):
     """Which address a parser error names."""
     PACKET = 0  # the packet being parsed
@@ -51,6 +60,7 @@ def latch(c):
     m = c.m
     valid = {n: Signal(name=f"{n}_err_valid") for n in ("fsm", "dma", "db")}
     fe_code, de_code = Signal(8, name="fsm_err_code_r"), Signal(8, name="dma_err_code_r")
+    fe_bus, fe_resp = Signal(name="fsm_err_bus_r"), Signal(2, name="fsm_err_resp_r")  # (BUS, above)
     fe_where = Signal(Where, name="fsm_err_where_r")
     fe_opz = Signal(name="fsm_err_opz_r")
     fe_ib_base = Signal(name="fsm_err_at_ib_base_r")
@@ -81,7 +91,7 @@ def latch(c):
     # but `valid` waits for the error's condition)
     with m.If(~err_any):
         m.d.sync += [valid["fsm"].eq(c.fsm_err), valid["dma"].eq(c.dma_err), valid["db"].eq(c.db_err),
-                     fe_code.eq(c.fsm_err_code), fe_where.eq(c.fsm_err_where), fe_opz.eq(c.fsm_err_opz),
+                     fe_code.eq(c.fsm_err_code), fe_bus.eq(c.fsm_err_bus), fe_resp.eq(c.fsm_err_resp), fe_where.eq(c.fsm_err_where), fe_opz.eq(c.fsm_err_opz),
                      fe_ib_base.eq(c.fsm_err_at_ib_base),
                      de_code.eq(c.dma_err_code), de_off.eq(c.dma_err_off), de_level.eq(c.dma_err_level),
                      de_addr.eq(c.dma.err_addr if c.cp.has_dma else 0), fe_cur.eq(c.fsm_err_cur), fe_hdr.eq(c.fsm_err_hdr),
@@ -105,7 +115,8 @@ def latch(c):
         m.d.comb += fsm_addr.eq(fe_cur)
 
     with m.If(valid["fsm"]):
-        m.d.sync += [c.err.eq(1), c.err_code.eq(fe_code), c.err_level.eq(c.level_d),
+        m.d.sync += [c.err.eq(1), c.err_code.eq(Mux(fe_bus, c.bus_code(fe_resp, fe_user), fe_code)),
+                     c.err_level.eq(c.level_d),
                      c.err_opcode.eq(Mux(fe_opz, 0, c.hdr_opcode)), c.err_offset.eq(c.hdr_off),
                      c.err_addr.eq(fsm_addr), c.err_vmid.eq(fe_vmid), c.err_user.eq(fe_user),
                      c.err_access.eq(fe_access)]
@@ -158,8 +169,11 @@ def locate(c, fsm):
     # entry or rptr write-back is the kernel's)
     with m.Switch(c.fsm_err_where):
         with m.Case(W.HEADER, W.DWORD):
-            m.d.comb += [c.fsm_err_user.eq(c.cur_fetch_user), c.fsm_err_access.eq(vm_spec.Access.FETCH)]
+            m.d.comb += [c.fsm_err_user.eq(c.cur_fetch_user), c.fsm_err_resp.eq(c.cur_fetch_resp),
+                         c.fsm_err_access.eq(vm_spec.Access.FETCH)]
         with m.Case(W.POLL):
-            m.d.comb += [c.fsm_err_user.eq(c.bus.ruser), c.fsm_err_access.eq(vm_spec.Access.READ)]
+            m.d.comb += [c.fsm_err_user.eq(c.bus.ruser), c.fsm_err_resp.eq(c.bus.rresp),
+                         c.fsm_err_access.eq(vm_spec.Access.READ)]
         with m.Case(W.WRITE):
-            m.d.comb += [c.fsm_err_user.eq(writer.user), c.fsm_err_access.eq(vm_spec.Access.WRITE)]
+            m.d.comb += [c.fsm_err_user.eq(writer.user), c.fsm_err_resp.eq(writer.resp),
+                         c.fsm_err_access.eq(vm_spec.Access.WRITE)]

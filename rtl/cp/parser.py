@@ -16,7 +16,7 @@ from spec import packets as pk
 from spec import vm as vm_spec
 
 from ..csr import REG_FIELDS, CpError
-from . import ih, queues
+from . import errors, ih, queues
 from .pm4 import dma_data, indirect_buffer, release_mem, wait_reg_mem, write_data
 from . import packets as checks
 from .packets import MAX_FIXED, beyond_bus, field, pack_fields
@@ -224,7 +224,7 @@ def build(c):
             with m.Else():
                 # (the header is taken: `pops`, below)
                 with m.If(c.cur_fetch_bad):
-                    fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))
+                    fail(errors.BUS)
                 with m.Elif(cur_tag.filler):
                     m.d.comb += c.perf_count_nop.eq(1)
                     with m.If(level == 0):
@@ -252,10 +252,10 @@ def build(c):
                     # (a bad response of the last fixed dword: raised here, and its packet's
                     # first step is stopped next cycle like a failed check's)
                     with m.If(c.cur_fetch_bad):
-                        flag(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+                        flag(errors.BUS)  # at the dword
                     check_and_start()
                 with m.Elif(c.cur_fetch_bad):
-                    fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+                    fail(errors.BUS)  # at the dword
                 with m.Elif(kind == pk.NOP.index):
                     with m.If(c.rem_is1):
                         m.d.comb += c.perf_count_kind.eq(1)

@@ -341,7 +341,10 @@ class CommandProcessor(wiring.Component):
             return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
 
         for i in range(1 + self.ib_levels):
-            end, pos = (wptr, ring_pos) if i == 0 else (ib_size[i], ib_pos[i])
+            # (the ring's end is `ring_end`, the register kept equal to the active queue's
+            # wptr (queues.active_wptr), not the multiplexer by `q` that `wptr` is: `q` drives
+            # some 400 loads, and its route was in front of these carry chains)
+            end, pos = (ring_end, ring_pos) if i == 0 else (ib_size[i], ib_pos[i])
             end32, pos32 = Signal(32, name=f"end{i}"), Signal(32, name=f"pos{i}")
             left = Signal(32, name=f"left{i}")
             left_m1 = Signal(32, name=f"left_m1_{i}")  # (both subtractions at once: pop comes late)
@@ -354,6 +357,8 @@ class CommandProcessor(wiring.Component):
         # ---------------------------------------------------------------- error raising
         fsm_err = Signal()
         fsm_err_code = Signal(8)
+        fsm_err_bus = Signal()  # ... is a bus response's (errors.BUS): fsm_err_code is not read
+        fsm_err_resp = Signal(2)  # the response `where` names (errors.locate)
         fsm_err_where = Signal(errors.Where)
         fsm_err_opz = Signal()  # the error's opcode is 0 (a header that is not type 3, or unread)
         fsm_err_cur = Signal(aw)  # the address of the dword in hand (a header in RUN)
@@ -370,10 +375,18 @@ class CommandProcessor(wiring.Component):
         level_d = Signal(2)  # the level a cycle ago: where a failed check happened
         m.d.sync += level_d.eq(level)
 
+        def raise_code(code):
+            """`code`: a CpError, or errors.BUS: the code of the bus response the error's
+            `where` names (errors.py works it out after the capture)."""
+            if code is errors.BUS:
+                m.d.comb += [fsm_err.eq(1), fsm_err_bus.eq(1)]
+            else:
+                m.d.comb += [fsm_err.eq(1), fsm_err_bus.eq(0), fsm_err_code.eq(code)]
+
         def flag(code, at_ib_base=False):
             """A failing check beside a speculative first step: CP_ERROR as fail() would
             latch it, and the state machine stops next cycle."""
-            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            raise_code(code)
             if at_ib_base:
                 m.d.comb += fsm_err_at_ib_base.eq(1)
 
@@ -382,8 +395,8 @@ class CommandProcessor(wiring.Component):
             the opcode) follows from the state ("where an error happened", below) and is
             captured as a few bits (errors.py); `at_ib_base`: the address is the IB packet's
             base (an IB beyond the bus), which the payload registers still hold when CP_ERROR
-            is latched."""
-            m.d.comb += [fsm_err.eq(1), fsm_err_code.eq(code)]
+            is latched. `code` as for raise_code."""
+            raise_code(code)
             if at_ib_base:
                 m.d.comb += fsm_err_at_ib_base.eq(1)
             m.next = "ERR_DRAIN"
@@ -395,7 +408,7 @@ class CommandProcessor(wiring.Component):
 
         def write_failed():
             """The block writer's response was an error: stop, naming the written address."""
-            fail(bus_code(writer.resp, writer.user))  # at blk_addr
+            fail(errors.BUS)  # at blk_addr (the write's response: `where` is WRITE)
 
         def write_user(v):
             """AxUSER of a CP write with VMID `v`."""

@@ -231,7 +231,8 @@ def arbiter(c):
     o_work = (sh["level"][0] != 0) | (o_enable & (sh["ring_pos"][0] != sel(c.wptr_q)))
     o_can = Signal(name="other_can_now")
     m.d.comb += o_can.eq(~o_qr & (o_db | (~sh["err"][0] & o_work & (~o_park | (o_timer == 0)))))
-    s_can = ~c.err_any & ((c.level != 0) | (c.qc.enable & (c.ring_pos != c.wptr)))
+    # (`ring_end`: wptr_q[q] in a register, not the multiplexer by `q`)
+    s_can = ~c.err_any & ((c.level != 0) | (c.qc.enable & (c.ring_pos != c.ring_end)))
 
     def prio(p):
         return Mux(p == 3, 2, p)

@@ -34,7 +34,7 @@ def drive(c):
     q, sh = c.q, c.sh
     act_idle = Signal(name="act_idle")
     m.d.comb += act_idle.eq(quiet & ~c.dma_busy & (c.fsm.ongoing("ERROR") |
-                            (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.wptr) &
+                            (c.fsm.ongoing("RUN") & (c.level == 0) & (c.ring_pos == c.ring_end) &
                              ~c.err_pending & ~c.qc.swmod)))
     qidle = [Signal(name=f"idle_q{i}", init=1) for i in range(2)]
     qwait = [Signal(name=f"waiting_q{i}") for i in range(2)]

@@ -22,9 +22,17 @@ def prepare(c, p):
     with m.If(level < c.cp.ib_levels):
         m.d.comb += [c.load_ib.eq(1), c.load_level.eq(level + 1)]
         m.d.sync += [c.ib_base[level + 1].eq(value(p, IB, "base", c.aw)),
-                     c.ib_size[level + 1].eq(field(p, IB, "IB_SIZE")),
                      c.ib_pos[level + 1].eq(0), c.ib_empty[level + 1].eq(0),
                      c.saved_opcode[level].eq(c.hdr_opcode), c.saved_off[level].eq(c.hdr_off)]
+        # IB_SIZE is in the dword on offer, which at level i - 1 is fetcher i - 1's: each
+        # level's size is loaded from that fetcher's output register, not through the
+        # multiplexer by the level that `cur_fetch_data` is (ib_size is the IB fetcher's `end`,
+        # whose bits were among `cp_32`'s endpoints short of 100 MHz)
+        size = IB.field("IB_SIZE")
+        assert size.dword == IB.fixed - 1 and p[size.dword] is c.cur_fetch_data
+        for i in range(1, 1 + c.cp.ib_levels):
+            with m.If(level == i - 1):
+                m.d.sync += c.ib_size[i].eq(c.fetchers[i - 1].dw_data[size.bits])
 
 
 def start(c, p):

@@ -11,7 +11,7 @@ from spec import packets as pk
 
 from ...bus import RESP_OKAY
 from ...csr import CpError
-from .. import ih
+from .. import errors, ih
 from ..packets import field, value
 
 WRM = pk.WAIT_REG_MEM
@@ -61,7 +61,7 @@ def states(c):
         m.d.sync += c.poll_timer.eq(field(p, WRM, "POLL_INTERVAL"))
         with m.If(c.poll_rvalid):
             with m.If(bus.rresp != RESP_OKAY):
-                c.fail(c.bus_code(bus.rresp, bus.ruser))  # at poll_addr
+                c.fail(errors.BUS)  # at poll_addr
             with m.Elif(ok):
                 m.next = "DONE"
             with m.Else():

@@ -11,6 +11,7 @@ from amaranth.hdl import Mux
 
 from spec import packets as pk
 
+from .. import errors
 from ..packets import field, value
 from ..writer import BLOCK_DWORDS, WriteSource
 
@@ -75,7 +76,7 @@ def states(c):
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
                          c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1), c.wd_ends.eq(ends(pos == BLOCK_DWORDS - 2, no_incr, rem))]
             with m.If(c.cur_fetch_bad):
-                c.fail(c.bus_code(c.cur_fetch_resp, c.cur_fetch_user))  # at the dword
+                c.fail(errors.BUS)  # at the dword
             with m.Elif(c.wd_ends):
                 # the block is complete with this dword (in the block buffer next cycle;
                 # `wd_ends`: its position is the block's last, or it is the packet's last)
