@@ -64,13 +64,25 @@ def aw_issuer(m: Module, dma, s) -> None:
     a_scope = Signal()
     m.d.comb += a_scope.eq(in_scope(aw_ptr))
     a_issue = Signal()
+    # The burst on offer (AWVALID) is held in registers loaded at its issue, with its queue
+    # entries' fields, and the walk steps to the next burst at the issue, not at AWREADY: so
+    # AWREADY, which comes from the memory mux's arbitration, drives only AWVALID's clear,
+    # the queues' write enables and the command's end, not the walk's 40-odd enables (the
+    # top's short endpoints `sdma_dma.a_left`, `a_off`, `a_n`, 10.2-10.6 ns). AWADDR and
+    # AWLEN are registers, as the issue's next burst waits for the fire (`~aw_valid`).
+    aw_addr_r = Signal.like(aw.addr, name="aw_addr_r")
+    aw_len_r = Signal(mbw, name="aw_len_r")
+    aw_last_r = Signal(name="aw_last_r")
+    aw_first_r = Signal(name="aw_first_r")
+    aw_bytes_r = Signal(range(bnd_beats * B + 1), name="aw_bytes_r")
+    aw_blane_r = Signal(lb, name="aw_blane_r")  # the first byte's lane, for B's address
     # a copy's burst waits for its data; a fill's goes at once
     m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | (avail >= aw.n)) & bq_room & ~a_scope)
     aw_fire = Signal()
     m.d.comb += [
         bus.awvalid.eq(aw_valid),
-        bus.awaddr.eq(Cat(Const(0, lb), aw.addr)),
-        bus.awlen.eq(aw.n - 1),
+        bus.awaddr.eq(Cat(Const(0, lb), aw_addr_r)),
+        bus.awlen.eq(aw_len_r),
         bus.awsize.eq(lb),
         bus.awburst.eq(BURST_INCR),
         bus.awid.eq(dma.write_id),
@@ -90,20 +102,23 @@ def aw_issuer(m: Module, dma, s) -> None:
                 m.d.sync += a_vmid.eq(qwh.vmid)
             aw.load(qwh.addr, qwh)
     with m.If(a_issue):
-        m.d.sync += aw_valid.eq(1)
+        m.d.sync += [aw_valid.eq(1), aw_addr_r.eq(aw.addr), aw_len_r.eq(aw.n - 1), aw_last_r.eq(aw.last),
+                     aw_first_r.eq(a_first), aw_blane_r.eq(Mux(a_first, a_lane, 0)),
+                     aw_bytes_r.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
+                                   Mux(aw.last, B - 1 - a_end_lane, 0)),
+                     a_first.eq(0)]
+        aw.step()  # (past the command's last burst it is not read: a_act ends at that burst's fire)
     with m.If(aw_fire):
         m.d.comb += [
-            bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
-            bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
-            bq.w.data.bytes.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
-                               Mux(aw.last, B - 1 - a_end_lane, 0)),
-            wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
-            wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
+            bq.w.en.eq(1), bq.w.data.last.eq(aw_last_r), bq.w.data.nob.eq(0),
+            bq.w.data.addr.eq(Cat(aw_blane_r, aw_addr_r)),
+            bq.w.data.bytes.eq(aw_bytes_r),
+            wq.w.en.eq(1), wq.w.data.len.eq(aw_len_r), wq.w.data.first.eq(aw_first_r),
+            wq.w.data.last.eq(aw_last_r), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
             wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
         ]
-        m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
-        aw.step()
-        with m.If(aw.last):
+        m.d.sync += aw_valid.eq(0)
+        with m.If(aw_last_r):
             m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
     m.d.sync += [
         avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
