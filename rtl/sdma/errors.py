@@ -116,10 +116,11 @@ def error_latch(m: Module, eng, c) -> None:
         # (fc_base, fc_off: after the FSM, which says whose address they follow)
     # the latch: the parser's place (level, VMID, the packet's offset, OP and SUB_OP) is
     # still in its registers a cycle after its error (the header's cycle loads them)
+    # (the offset is added after the choice, 0 but for the dword's: one multiplexer as before
+    # and one adder, from registers)
     f_addr = Signal(aw)
-    fc_addr = Signal(aw, name="f_addr")
-    m.d.comb += [fc_addr.eq(fc_base + Cat(Const(0, 2), fc_off)),
-                 f_addr.eq(Array([fc_addr, hdr_addr, blk_addr, poll_addr, fc_addr, ib_base_p])[fc_where])]
+    m.d.comb += f_addr.eq(Array([fc_base, hdr_addr, blk_addr, poll_addr, fc_base, ib_base_p])[fc_where]
+                          + Cat(Const(0, 2), Mux(fc_where == _WHERE.index("cur"), fc_off, 0)))
     assert _WHERE == ("cur", "hdr", "blk", "poll", "ih", "ib_base")
     with m.If(~err & ~resetting):
         # (a transfer's error first: its packet came before the one the parser holds)
