@@ -107,7 +107,8 @@ def aw_issuer(m: Module, dma, s) -> None:
                      aw_bytes_r.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
                                    Mux(aw.last, B - 1 - a_end_lane, 0)),
                      a_first.eq(0)]
-        aw.step()  # (past the command's last burst it is not read: a_act ends at that burst's fire)
+        with m.If(~aw.last):  # (the command's last burst stays in the walk until its fire ends a_act)
+            aw.step()
     with m.If(aw_fire):
         m.d.comb += [
             bq.w.en.eq(1), bq.w.data.last.eq(aw_last_r), bq.w.data.nob.eq(0),
