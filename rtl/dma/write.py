@@ -77,7 +77,10 @@ def aw_issuer(m: Module, dma, s) -> None:
     aw_bytes_r = Signal(range(bnd_beats * B + 1), name="aw_bytes_r")
     aw_blane_r = Signal(lb, name="aw_blane_r")  # the first byte's lane, for B's address
     # a copy's burst waits for its data; a fill's goes at once
-    m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | (avail >= aw.n)) & bq_room & ~a_scope)
+    # (avail >= n as the borrow of avail − n, the chain the count's next value takes too)
+    avail_ge = Signal()
+    m.d.comb += avail_ge.eq(~(avail - aw.n)[-1])
+    m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | avail_ge) & bq_room & ~a_scope)
     aw_fire = Signal()
     m.d.comb += [
         bus.awvalid.eq(aw_valid),
@@ -126,14 +129,14 @@ def aw_issuer(m: Module, dma, s) -> None:
     # memory's R and W channels and `ar_fire` from ARREADY, which in the top run through the
     # memory mux (through the adders they were the top's short endpoints `dma.res` and
     # `dma.avail`, 10.3-11.1 ns)
-    avail_d = Signal.like(avail, name="avail_d")
-    avail_d1 = Signal.like(avail, name="avail_d1")
-    m.d.comb += [avail_d.eq(avail - Mux(a_issue & ~a_fill, aw.n, 0)),
-                 avail_d1.eq((avail + 1) - Mux(a_issue & ~a_fill, aw.n, 0))]
+    # (avail's with the issue's claim too: the issue, one of whose terms is the sign of
+    # avail − n, picks last)
+    avail_n, avail_n1, avail_1 = (Signal.like(avail, name=n) for n in ("avail_n", "avail_n1", "avail_1"))
+    m.d.comb += [avail_n.eq(avail - aw.n), avail_n1.eq((avail + 1) - aw.n), avail_1.eq(avail + 1)]
     res_r, res_r1, res_1 = (Signal.like(res, name=n) for n in ("res_r", "res_r1", "res_1"))
     m.d.comb += [res_r.eq(res + r_res), res_r1.eq((res - 1) + r_res), res_1.eq(res - 1)]
     m.d.sync += [
-        avail.eq(Mux(push, avail_d1, avail_d)),
+        avail.eq(Mux(a_issue & ~a_fill, Mux(push, avail_n1, avail_n), Mux(push, avail_1, avail))),
         res.eq(Mux(ar_fire, Mux(pop, res_r1, res_r), Mux(pop, res_1, res))),
     ]
     s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, wq=wq, wq_ne=wq_ne,
