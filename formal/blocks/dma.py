@@ -158,15 +158,6 @@ class DMAHarness(Harness):
             lo = addr[:bnd_bits] if bnd_bits else 0
             self.invariant(~box(valid) | act)
             self.invariant(~act | ((n >= 1) & (n <= bnd) & (lo + n <= bnd) & (last | (lo + n == bnd))))
-        # the AW on offer is held in registers loaded at its issue (rtl/dma/write.py), where
-        # the walk steps to the next burst, which starts where it ends (its offset less the
-        # burst's, at the offset's width); the command's last burst stays in the walk
-        n_r, addr_r, last_r = box("aw_len_r") + 1, box("aw_addr_r"), box("aw_last_r")
-        lo_r = addr_r[:bnd_bits] if bnd_bits else 0
-        self.invariant(~box("aw_valid") | ((n_r <= bnd) & (lo_r + n_r <= bnd) & (last_r | (lo_r + n_r == bnd))))
-        self.invariant(~box("aw_valid") | Mux(last_r, box("a_last") & (box("a_addr") == addr_r) & (box("a_n") == n_r),
-                                              # (the offset's own width: the walk adds it to its start)
-                                              addr_r == (box("a_start") + (box("a_off") - n_r)[:len(box("a_off"))])[:len(addr_r)]))
         self.invariant(box("ar_out") == g.rcount)
         self.invariant(~box("ar_valid") | (box("ar_out") < self.max_reads))
 

@@ -64,28 +64,13 @@ def aw_issuer(m: Module, dma, s) -> None:
     a_scope = Signal()
     m.d.comb += a_scope.eq(in_scope(aw_ptr))
     a_issue = Signal()
-    # The burst on offer (AWVALID) is held in registers loaded at its issue, with its queue
-    # entries' fields, and the walk steps to the next burst at the issue, not at AWREADY: so
-    # AWREADY, which comes from the memory mux's arbitration, drives only AWVALID's clear,
-    # the queues' write enables and the command's end, not the walk's 40-odd enables (the
-    # top's short endpoints `sdma_dma.a_left`, `a_off`, `a_n`, 10.2-10.6 ns). AWADDR and
-    # AWLEN are registers, as the issue's next burst waits for the fire (`~aw_valid`).
-    aw_addr_r = Signal.like(aw.addr, name="aw_addr_r")
-    aw_len_r = Signal(mbw, name="aw_len_r")
-    aw_last_r = Signal(name="aw_last_r")
-    aw_first_r = Signal(name="aw_first_r")
-    aw_bytes_r = Signal(range(bnd_beats * B + 1), name="aw_bytes_r")
-    aw_blane_r = Signal(lb, name="aw_blane_r")  # the first byte's lane, for B's address
     # a copy's burst waits for its data; a fill's goes at once
-    # (avail >= n as the borrow of avail − n, the chain the count's next value takes too)
-    avail_ge = Signal()
-    m.d.comb += avail_ge.eq(~(avail - aw.n)[-1])
-    m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | avail_ge) & bq_room & ~a_scope)
+    m.d.comb += a_issue.eq(a_act & ~aw_valid & (a_fill | (avail >= aw.n)) & bq_room & ~a_scope)
     aw_fire = Signal()
     m.d.comb += [
         bus.awvalid.eq(aw_valid),
-        bus.awaddr.eq(Cat(Const(0, lb), aw_addr_r)),
-        bus.awlen.eq(aw_len_r),
+        bus.awaddr.eq(Cat(Const(0, lb), aw.addr)),
+        bus.awlen.eq(aw.n - 1),
         bus.awsize.eq(lb),
         bus.awburst.eq(BURST_INCR),
         bus.awid.eq(dma.write_id),
@@ -105,39 +90,24 @@ def aw_issuer(m: Module, dma, s) -> None:
                 m.d.sync += a_vmid.eq(qwh.vmid)
             aw.load(qwh.addr, qwh)
     with m.If(a_issue):
-        m.d.sync += [aw_valid.eq(1), aw_addr_r.eq(aw.addr), aw_len_r.eq(aw.n - 1), aw_last_r.eq(aw.last),
-                     aw_first_r.eq(a_first), aw_blane_r.eq(Mux(a_first, a_lane, 0)),
-                     aw_bytes_r.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
-                                   Mux(aw.last, B - 1 - a_end_lane, 0)),
-                     a_first.eq(0)]
-        with m.If(~aw.last):  # (the command's last burst stays in the walk until its fire ends a_act)
-            aw.step()
+        m.d.sync += aw_valid.eq(1)
     with m.If(aw_fire):
         m.d.comb += [
-            bq.w.en.eq(1), bq.w.data.last.eq(aw_last_r), bq.w.data.nob.eq(0),
-            bq.w.data.addr.eq(Cat(aw_blane_r, aw_addr_r)),
-            bq.w.data.bytes.eq(aw_bytes_r),
-            wq.w.en.eq(1), wq.w.data.len.eq(aw_len_r), wq.w.data.first.eq(aw_first_r),
-            wq.w.data.last.eq(aw_last_r), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
+            bq.w.en.eq(1), bq.w.data.last.eq(aw.last), bq.w.data.nob.eq(0),
+            bq.w.data.addr.eq(Cat(Mux(a_first, a_lane, 0), aw.addr)),
+            bq.w.data.bytes.eq(Cat(Const(0, lb), aw.n) - Mux(a_first, a_lane, 0) -
+                               Mux(aw.last, B - 1 - a_end_lane, 0)),
+            wq.w.en.eq(1), wq.w.data.len.eq(aw.n - 1), wq.w.data.first.eq(a_first),
+            wq.w.data.last.eq(aw.last), wq.w.data.lane.eq(a_lane), wq.w.data.end_lane.eq(a_end_lane),
             wq.w.data.fill.eq(a_fill), wq.w.data.pattern.eq(a_pattern),
         ]
-        m.d.sync += aw_valid.eq(0)
-        with m.If(aw_last_r):
+        m.d.sync += [aw_valid.eq(0), a_first.eq(0)]
+        aw.step()
+        with m.If(aw.last):
             m.d.sync += [a_act.eq(0), aw_ptr.eq(aw_ptr + 1)]
-    # The counts' next values are worked out from registers both ways, and the handshakes
-    # only pick: `push` (an R beat into the FIFO) and `pop` (a W beat out of it) come from the
-    # memory's R and W channels and `ar_fire` from ARREADY, which in the top run through the
-    # memory mux (through the adders they were the top's short endpoints `dma.res` and
-    # `dma.avail`, 10.3-11.1 ns)
-    # (avail's with the issue's claim too: the issue, one of whose terms is the sign of
-    # avail − n, picks last)
-    avail_n, avail_n1, avail_1 = (Signal.like(avail, name=n) for n in ("avail_n", "avail_n1", "avail_1"))
-    m.d.comb += [avail_n.eq(avail - aw.n), avail_n1.eq((avail + 1) - aw.n), avail_1.eq(avail + 1)]
-    res_r, res_r1, res_1 = (Signal.like(res, name=n) for n in ("res_r", "res_r1", "res_1"))
-    m.d.comb += [res_r.eq(res + r_res), res_r1.eq((res - 1) + r_res), res_1.eq(res - 1)]
     m.d.sync += [
-        avail.eq(Mux(a_issue & ~a_fill, Mux(push, avail_n1, avail_n), Mux(push, avail_1, avail))),
-        res.eq(Mux(ar_fire, Mux(pop, res_r1, res_r), Mux(pop, res_1, res))),
+        avail.eq(avail + push - Mux(a_issue & ~a_fill, aw.n, 0)),
+        res.eq(res + Mux(ar_fire, r_res, 0) - pop),
     ]
     s.give(a_act=a_act, aw_valid=aw_valid, bq=bq, bq_ne=bq_ne, bq_rp=bq_rp, wq=wq, wq_ne=wq_ne,
            wq_rp=wq_rp)
