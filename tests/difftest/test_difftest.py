@@ -39,9 +39,11 @@ from testbench.difftest.streams.gen import Caps
 from testbench.difftest.streams.malformed import ERROR_CLASSES
 from testbench.difftest.streams.stream import Config, Stream
 from testbench.refmodel.snapshot import mem_digest
+from tests.difftest.ci_plan import CP, difftest_scope, scope_or_subset
 
 SEED = cp.master_seed()
 M32 = 0xFFFF_FFFF
+CASES_PER_CLASS = {"full": 50, "subset": 12}  # the cases of every error class each scope runs
 
 
 class DifftestReport(UserWarning):
@@ -49,14 +51,15 @@ class DifftestReport(UserWarning):
     (xdist workers cannot print; warnings reach the summary)."""
 DMA, NO_DMA = Caps(dma=True), Caps(dma=False)
 
-# CI: stream index ranges per simulator. 1250 streams = 50 cases of every error class.
-# Icarus runs 4 whole cycles of kinds (100 streams): it simulates about 10x slower than
-# Verilator, so its 250 before were 40 % of make test's difftest time for 20 % of the streams.
-CI_PLAN = {"verilator": (0, 1150), "icarus": (1150, 100)}
-CI_ALONE = {"verilator": (0, 1250), "icarus": (1150, 100)}  # when the other simulator is not selected
+# CI: stream index ranges per simulator, make test's subset or the full run (DIFFTEST=full:
+# 1250 streams = 50 cases of every error class), tests/difftest/ci_plan.py. Icarus runs
+# whole cycles of kinds: it simulates about 10x slower than Verilator.
+SCOPE = scope_or_subset()
+CI_PLAN = CP[SCOPE]["plan"]
+CI_ALONE = CP[SCOPE]["alone"]  # when the other simulator is not selected
 # Each simulator's range runs as this many parts, one simulator session each and each its own
-# xdist group, so the two workers share Icarus's slow part instead of one of them waiting.
-CI_PARTS = {"verilator": 2, "icarus": 2}
+# xdist group, so the two workers can share a slow part instead of one of them waiting.
+CI_PARTS = CP[SCOPE]["parts"]
 
 
 def pair(stream: Stream, caps: Caps):
@@ -583,15 +586,54 @@ def ci_parts(simulator: str, both: bool) -> list[tuple[int, int]]:
     return split(first, count, CI_PARTS[simulator])
 
 
-def test_ci_parts_cover_the_plan_once():
-    (va, vn), (ia, i_n) = CI_PLAN["verilator"], CI_PLAN["icarus"]
-    assert va + vn == ia and vn + i_n == 1250  # 50 cases of every error class, no index twice
-    assert i_n % len(cp.CYCLE) == 0 and i_n >= 2 * len(cp.CYCLE)  # Icarus sees every kind, twice or more
-    for both, plan in ((True, CI_PLAN), (False, CI_ALONE)):
-        for s, (first, count) in plan.items():
-            parts = ci_parts(s, both)
-            assert len(parts) == CI_PARTS[s]
+@pytest.mark.parametrize("scope", ["full", "subset"])
+def test_ci_parts_cover_the_plan_once(scope):
+    """Each scope's ranges are whole cycles of kinds (every error class the same number of
+    times), on both simulators: the full run 50 cases of every class, the subset fewer, from
+    the first indices of each of the full run's ranges; no index twice."""
+    plan, alone, nparts = CP[scope]["plan"], CP[scope]["alone"], CP[scope]["parts"]
+    (va, vn), (ia, i_n) = plan["verilator"], plan["icarus"]
+    assert va == 0 and va + vn <= ia  # no index twice
+    for first, count in (*plan.values(), *alone.values()):
+        assert first % len(cp.CYCLE) == 0 and count % len(cp.CYCLE) == 0, (first, count)
+    assert i_n >= 2 * len(cp.CYCLE)  # Icarus sees every kind, twice or more
+    assert vn >= len(cp.CYCLE) and alone["verilator"][1] >= len(cp.CYCLE)  # and Verilator every kind
+    assert (vn + i_n) // len(cp.CYCLE) == CASES_PER_CLASS[scope]
+    full = CP["full"]
+    for which in ("plan", "alone"):
+        for s, (first, count) in CP[scope][which].items():
+            f_first, f_count = full[which][s]
+            assert f_first == first and count <= f_count  # the subset is where the full run begins
+    if scope == "full":
+        assert vn + i_n == 1250 and ia == vn  # 50 cases of every error class
+    for both, p in ((True, plan), (False, alone)):
+        for s, (first, count) in p.items():
+            parts = split(first, count, nparts[s])
+            assert len(parts) == nparts[s]
             assert [i for a, n in parts for i in range(a, a + n)] == list(range(first, first + count))
+
+
+def test_the_subset_runs_every_stream_class_on_both_simulators():
+    """make test's subset: on each simulator, every kind of stream of the plan (each error
+    class, valid and raw streams) at least once, as the model's plan assigns them."""
+    for s, (first, count) in CP["subset"]["plan"].items():
+        kinds = {cp.plan(i)[0] for i in range(first, first + count)}
+        assert kinds == set(ERROR_CLASSES) | {"valid", "raw"}, (s, sorted(kinds))
+
+
+def test_make_test_collects_its_scopes_parts(request):
+    """The parts collected are the scope's (DIFFTEST=full's are not collected in make test's
+    subset, nor skipped); a bad $GPUCOSIM_DIFFTEST is one line."""
+    got = sorted(i.callspec.params["part"] for i in request.session.items
+                 if i.nodeid.split("[")[0].endswith("test_difftest.py::test_rtl_matches_model")
+                 and i.callspec.params["simulator"] == "verilator")
+    if got:
+        assert got == list(range(CI_PARTS["verilator"]))
+    assert difftest_scope(" subset ") == difftest_scope("") == "subset" and difftest_scope("full") == "full"
+    with pytest.raises(ValueError) as ei:
+        difftest_scope("all")
+    assert str(ei.value) == ("GPUCOSIM_DIFFTEST='all': choose full (the campaigns' whole CI run: 50 cases of every "
+                             "stream class) or subset (make test's), or leave it empty")
 
 
 @pytest.mark.parametrize("simulator, part", [
@@ -618,8 +660,9 @@ def test_rtl_matches_model(simulator, part):
         f"stream {r['index']} {r['kind']} {r['class']} {r['variant']}: {r['first_packet']}\n    "
         + "\n    ".join(r["diffs"][:6]) + f"\n    replay: {r['replay']}" for r in bad[:10])
     if whole:  # the whole CI plan has run
+        least = sum(n for _, n in (CI_PLAN if both else {simulator: CI_ALONE[simulator]}).values()) // len(cp.CYCLE)
         for name, c in merged["data"]["error_classes"].items():
-            assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
+            assert c["cases"] >= least or "skipped" in c, f"{name}: only {c['cases']} cases"
 
 
 def test_a_hung_mmio_access_fails_with_a_timeout():
