@@ -43,7 +43,6 @@ from tests.difftest.ci_plan import CP, difftest_scope, scope_or_subset
 
 SEED = cp.master_seed()
 M32 = 0xFFFF_FFFF
-CASES_PER_CLASS = {"full": 50, "subset": 12}  # the cases of every error class each scope runs
 
 
 class DifftestReport(UserWarning):
@@ -580,45 +579,57 @@ def _both() -> bool:
         sim.unavailable_reason(s) is None for s in ("verilator", "icarus"))
 
 
-def ci_parts(simulator: str, both: bool) -> list[tuple[int, int]]:
-    """The (first, count) stream ranges `simulator` runs in make test, one per part."""
-    first, count = (CI_PLAN if both else CI_ALONE)[simulator]
-    return split(first, count, CI_PARTS[simulator])
+def ci_parts(simulator: str, both: bool, scope: str | None = None) -> list[tuple[int, ...]]:
+    """The stream indices `simulator` runs in make test, one tuple per part."""
+    plan = CP[scope or SCOPE]
+    indices = plan["plan" if both else "alone"][simulator]
+    return [indices[a:a + n] for a, n in split(0, len(indices), plan["parts"][simulator])]
+
+
+def _kinds(indices) -> Counter:
+    return Counter(cp.plan(i)[0] for i in indices)
 
 
 @pytest.mark.parametrize("scope", ["full", "subset"])
 def test_ci_parts_cover_the_plan_once(scope):
-    """Each scope's ranges are whole cycles of kinds (every error class the same number of
-    times), on both simulators: the full run 50 cases of every class, the subset fewer, from
-    the first indices of each of the full run's ranges; no index twice."""
-    plan, alone, nparts = CP[scope]["plan"], CP[scope]["alone"], CP[scope]["parts"]
-    (va, vn), (ia, i_n) = plan["verilator"], plan["icarus"]
-    assert va == 0 and va + vn <= ia  # no index twice
-    for first, count in (*plan.values(), *alone.values()):
-        assert first % len(cp.CYCLE) == 0 and count % len(cp.CYCLE) == 0, (first, count)
-    assert i_n >= 2 * len(cp.CYCLE)  # Icarus sees every kind, twice or more
-    assert vn >= len(cp.CYCLE) and alone["verilator"][1] >= len(cp.CYCLE)  # and Verilator every kind
-    assert (vn + i_n) // len(cp.CYCLE) == CASES_PER_CLASS[scope]
-    full = CP["full"]
-    for which in ("plan", "alone"):
-        for s, (first, count) in CP[scope][which].items():
-            f_first, f_count = full[which][s]
-            assert f_first == first and count <= f_count  # the subset is where the full run begins
+    """Each scope runs every kind of stream on both simulators (the full run 50 cases of
+    every error class, the first of them on Icarus), no index twice, every index one the
+    full run has; the parts split each simulator's indices in order."""
+    plan, alone = CP[scope]["plan"], CP[scope]["alone"]
+    every = set(ERROR_CLASSES) | {"valid", "raw"}
+    v, i = plan["verilator"], plan["icarus"]
+    assert not set(v) & set(i) and len(set(v)) == len(v) and len(set(i)) == len(i)  # no index twice
+    assert set(alone["verilator"]) == set(v) | set(i) and alone["icarus"] == i
+    for s in ("verilator", "icarus"):
+        assert set(_kinds(plan[s])) == every, s
+        assert min(_kinds(plan["icarus"]).values()) >= 2  # Icarus sees every kind, twice or more
+    assert set(v) | set(i) <= set(range(1250))  # the full run's indices
     if scope == "full":
-        assert vn + i_n == 1250 and ia == vn  # 50 cases of every error class
-    for both, p in ((True, plan), (False, alone)):
-        for s, (first, count) in p.items():
-            parts = split(first, count, nparts[s])
-            assert len(parts) == nparts[s]
-            assert [i for a, n in parts for i in range(a, a + n)] == list(range(first, first + count))
+        assert v == tuple(range(1150)) and i == tuple(range(1150, 1250))
+        assert all(_kinds(v + i)[c] == 50 for c in ERROR_CLASSES)  # 50 cases of every error class
+    for both in (True, False):
+        for s in ("verilator", "icarus"):
+            parts = ci_parts(s, both, scope)
+            assert len(parts) == CP[scope]["parts"][s] and all(parts)
+            assert tuple(x for p in parts for x in p) == (plan if both else alone)[s]
 
 
-def test_the_subset_runs_every_stream_class_on_both_simulators():
-    """make test's subset: on each simulator, every kind of stream of the plan (each error
-    class, valid and raw streams) at least once, as the model's plan assigns them."""
-    for s, (first, count) in CP["subset"]["plan"].items():
-        kinds = {cp.plan(i)[0] for i in range(first, first + count)}
-        assert kinds == set(ERROR_CLASSES) | {"valid", "raw"}, (s, sorted(kinds))
+def test_the_subset_covers_every_bin_of_the_full_run():
+    """make test's subset hits every coverage bin the full run (DIFFTEST=full) hits, with the
+    default seed: each error class's packets, sites and levels, the valid streams' packets
+    and fields, the raw streams' outcomes (tests/difftest/ci_plan.py says how it was picked)."""
+    from tests.difftest.ci_plan import SUBSET_PICKS, pick_cover
+
+    full, sub = CP["full"]["plan"], CP["subset"]["plan"]
+    caps = cp.model_caps(None, 64)  # (what the default device reports)
+    bins = [frozenset(cp.make_stream(cp.DEFAULT_SEED, i, caps).bins) for i in range(1250)]
+    hit = set().union(*(bins[i] for s in full for i in full[s]))
+    got = set().union(*(bins[i] for s in sub for i in sub[s]))
+    missing = sorted(hit - got, key=repr)
+    given = set(sub["icarus"]) | set(range(len(cp.CYCLE)))
+    assert not missing, (f"{len(missing)} bins only the full run hits: {missing[:8]}; SUBSET_PICKS would be "
+                         f"{pick_cover(bins, given, [i for i in range(1250) if i not in given])}")
+    assert set(SUBSET_PICKS) <= set(sub["verilator"])
 
 
 def test_make_test_collects_its_scopes_parts(request):
@@ -636,16 +647,31 @@ def test_make_test_collects_its_scopes_parts(request):
                              "stream class) or subset (make test's), or leave it empty")
 
 
+def _run_indices(simulator: str, indices: tuple[int, ...], workdir) -> tuple[list[dict], float, list[str]]:
+    """Streams `indices` of the campaign on `simulator`: a range as the campaign runs it (the
+    model's side made ahead), others as a streams file of those streams (each keeps its index,
+    its replay command the campaign's)."""
+    if indices == tuple(range(indices[0], indices[0] + len(indices))):
+        return run_rtl(simulator, SEED, indices[0], len(indices))
+    import pickle
+
+    caps = cp.model_caps(None, 64)  # (what the default device reports, as the simulator will)
+    f = workdir / f"difftest-{simulator}.pkl"
+    f.write_bytes(pickle.dumps([cp.make_stream(SEED, i, caps) for i in indices]))
+    return run_rtl(simulator, SEED, 0, 0, streams_file=f, workdir=workdir)
+
+
 @pytest.mark.parametrize("simulator, part", [
     pytest.param(s, k, marks=pytest.mark.xdist_group(f"difftest-{s}-{k}"), id=f"{s}-{k}")
     for s in sim.selected_simulators() for k in range(CI_PARTS[s])])
-def test_rtl_matches_model(simulator, part):
+def test_rtl_matches_model(simulator, part, tmp_path):
     reason = sim.unavailable_reason(simulator)
     if reason:
         pytest.skip(reason)
     both = _both()
-    first, count = ci_parts(simulator, both)[part]
-    recs, seconds, problems = run_rtl(simulator, SEED, first, count)
+    indices = ci_parts(simulator, both)[part]
+    count = len(indices)
+    recs, seconds, problems = _run_indices(simulator, indices, tmp_path)
     caps = next((r["caps"] for r in recs if "caps" in r), None)
     out = sim.BUILD / f"difftest-part-{simulator}-{part}.json"
     out.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "seconds": seconds,
@@ -656,13 +682,15 @@ def test_rtl_matches_model(simulator, part):
         warnings.warn(DifftestReport("\n" + merged["text"] + "\n(build/difftest.json, build/difftest.txt)"))
     bad = [r for r in recs if not r["ok"]]
     assert len(recs) >= count and not problems, "\n".join(problems)
+    assert sorted(r["index"] for r in recs) == sorted(indices)
     assert not bad, f"{len(bad)} of {count} streams differ on {simulator} (seed {SEED}):\n" + "\n".join(
         f"stream {r['index']} {r['kind']} {r['class']} {r['variant']}: {r['first_packet']}\n    "
         + "\n    ".join(r["diffs"][:6]) + f"\n    replay: {r['replay']}" for r in bad[:10])
-    if whole:  # the whole CI plan has run
-        least = sum(n for _, n in (CI_PLAN if both else {simulator: CI_ALONE[simulator]}).values()) // len(cp.CYCLE)
+    if whole:  # the whole CI plan has run: every error class as often as the plan has it
+        ran = _kinds(i for s in (("verilator", "icarus") if both else (simulator,))
+                     for i in (CI_PLAN if both else CI_ALONE)[s])
         for name, c in merged["data"]["error_classes"].items():
-            assert c["cases"] >= least or "skipped" in c, f"{name}: only {c['cases']} cases"
+            assert c["cases"] >= ran[name] or "skipped" in c, f"{name}: only {c['cases']} cases of {ran[name]}"
 
 
 def test_a_hung_mmio_access_fails_with_a_timeout():

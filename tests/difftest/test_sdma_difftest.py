@@ -26,12 +26,12 @@ from tests.conftest import shared_run
 from tests.difftest.ci_plan import SDMA_BLOCKS, scope_or_subset
 
 SEED = cp.master_seed()
-CASES = {"full": 50, "subset": 10}  # the cases of every error class each scope runs
+CASES = {"full": 50, "subset": 18}  # the cases of every error class each scope runs
 SCOPE = scope_or_subset()
 CASES_PER_CLASS = CASES[SCOPE]
 # index ranges per simulator, in blocks of PLAN (one case of each class each): the full run
 # 46 on Verilator, the next 4 on Icarus (about 1.3 s a stream there); make test's subset the
-# first 8 and the first 2 of those
+# first 16 and the first 2 of those
 BLOCKS = SDMA_BLOCKS[SCOPE]
 CI_PLAN = {k: (a * len(S.PLAN), n * len(S.PLAN)) for k, (a, n) in BLOCKS.items()}
 
