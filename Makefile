@@ -42,7 +42,8 @@ sim: $(STAMP)
 	$(PY) -m gpucosim run examples.demo --sim $(or $(SIM),verilator)
 
 ## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
-## Every driver check runs on Verilator, one of each module on Icarus; ICARUS=all: every one on Icarus too.
+## Every driver check runs on Verilator, one of each module on Icarus; ICARUS=all: every one on Icarus too
+## (and the DMA bench at every bus width: make test runs its 64-bit session on Icarus).
 ## The difftest campaigns run their fast subset; DIFFTEST=full: their whole CI run (50 cases of every stream class).
 test: $(STAMP)
 	@$(if $(filter-out all subset,$(ICARUS))$(word 2,$(ICARUS)),\
