@@ -1,8 +1,8 @@
 """What clients own, on the driver's side (Kmd's part, mixed into core/kmd.py's Kmd): open
 files and their contexts (drm_file, amdgpu_ctx), the kernel's range in every file's VM (the
-shadow pool, where the checked copies run), and the lifetime of BOs: a closed BO's CPU
-mappings are revoked at once, its GPU mappings and memory go once no job uses it
-(`job_retired` lets go of what a finished job held).
+shadow pool, where the checked copies run; what CSs hold of them: core/copies.py), and the
+lifetime of BOs: a closed BO's CPU mappings are revoked at once, its GPU mappings and memory
+go once no job uses it (`job_retired` lets go of what a finished job held).
 """
 
 from __future__ import annotations
@@ -241,112 +241,6 @@ class ClientsMixin:
                 return None
             return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
         return read
-
-    def shadow_too_big(self, job: CheckedJob) -> None:
-        """E2BIG for a job whose checked copies take more than the whole shadow pool: no wait
-        makes room for it (a CS refuses it before waiting for anything: ioctl/cs.py)."""
-        n = job.shadow_bytes
-        if n > self.shadow.size:
-            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
-                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
-
-    def charge_copies(self, file: File, wait: "ShadowWait", n: int) -> None:
-        """`n` more bytes of checked copies for a CS of `file` (its `wait`), made before the
-        copy: ENOMEM when the copies the file's CSs hold inside the ioctl, not in the shadow
-        pool yet (checks in progress, checks kept while their CS waits for its context's slot,
-        for room in the pool, or after a pause), would pass the pool's size. One CS never
-        does (its copies take at most half the pool: max_job_dw); a check kept by each CS
-        waiting held about 8 MiB for a maximum job, one a thread, so a client's threads
-        each submitting one 8 MiB BO held the process's memory without bound (64 threads:
-        500 MiB). Tells the file of its own CSs alone."""
-        held = file.copies_held
-        if held + n > self.shadow.size:
-            raise KmdError(errno.ENOMEM, "CS: this file's CSs inside the driver would hold more than "
-                           f"{self.shadow.size:#x} bytes of checked copies outside the shadow pool (its size): "
-                           f"this one {wait.held + n:#x}, the file's others {held - wait.held:#x} (they wait for "
-                           "their context's slot or for room in the pool)")
-        file.copies_held = held + n
-        wait.held += n
-        wait.file = file
-
-    # checked copies kept through CSs' waits (their context's slot, room in the pool), every
-    # file's, at most this many shadow pools' worth (Kmd.park_check)
-    PARKED_POOLS = 2
-
-    def park_check(self, wait: "ShadowWait", ctx, ibs: list, arrays: tuple, checked: CheckedJob) -> None:
-        """A CS is about to wait with its check (`wait.held` bytes of copies): kept through
-        the wait (ShadowWait.keep_check) while the checks every CS keeps through a wait,
-        every file's, take at most PARKED_POOLS shadow pools (`copies_parked`); else dropped,
-        its bytes given back (the CS checks again after its wait). Kept whatever they took,
-        one a waiting thread, a client's threads on many files (each file's under its bound,
-        charge_copies) held copies in proportion to its files, 16 MiB each; dropped always,
-        every CS that waits for its slot (a busy queue's, at each CS) made its check twice."""
-        n = wait.held
-        if self.copies_parked + n <= self.PARKED_POOLS * self.shadow.size:
-            wait.keep_check(ctx, ibs, arrays, checked)
-            wait.parked = n
-            self.copies_parked += n
-        else:
-            wait.release()
-
-    def unpark(self, wait: "ShadowWait") -> None:
-        """The CS that parked its check (park_check) runs again, or ends."""
-        self.copies_parked -= wait.parked
-        wait.parked = 0
-
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None,
-                     park=None) -> int | None:
-        """Room in the shadow pool for a checked job's copies, waiting for older jobs to
-        retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
-        its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
-        was freed for 2 * job_timeout. With one window in all, a client holding the CP
-        with one job and filling the pool behind it with others had a third client's CS
-        refused (its wait ended as the hold was reset, before the jobs behind it retired).
-
-        The wait (the CS's `wait`) lets other ioctls in (wait_unlocked: it held the driver's
-        lock, and a client that filled the pool behind a held job stopped every other
-        client's ioctls until the hold was reset and the pool drained), in the pool's queue
-        of waiters so no later CS takes the room, and returns None once there is room for
-        it: the CS then starts again (its check kept while the file's mappings are unchanged:
-        ShadowWait.kept_check).
-
-        Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
-        much of the pool was free and how many jobs were in flight, every client's, which
-        no file without CAP_PERFMON may count (INFO COUNTERS). `park()`, before it waits:
-        the CS's check kept through the wait or dropped (park_check)."""
-        self.shadow_too_big(job)
-        n = job.shadow_bytes
-        pool, window = self.shadow, 2 * self.params.job_timeout
-        addr = pool.alloc(n, wait.ticket)
-        if addr is not None:
-            return addr
-        job = None  # (not held through the wait: park decides)
-        if park is not None:
-            park()
-        if wait.ticket is None:
-            wait.ticket = object()
-            pool.waiters.append(wait.ticket)
-        ticket = wait.ticket
-        if wait.since is None:
-            wait.since = self.dev.now()
-        while (left := wait.since + window - self.dev.now()) > 0:
-            frees = pool.frees
-
-            def served() -> bool:
-                return pool.waiters[0] is ticket and pool.fits(n)
-            self.wait_unlocked(lambda: served() or pool.frees != frees, left)
-            if served():
-                return None  # (the CS starts again, and allocates first)
-            if pool.frees == frees:
-                break
-            wait.since = self.dev.now()  # it drains: the window starts again
-        pool.leave(ticket)
-        wait.ticket = None
-        mine = [j.checked.shadow_bytes for c in (file.contexts.values() if file is not None else ())
-                for j in c.jobs.values() if j.checked is not None]
-        raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in the shadow "
-                       f"pool ({pool.size:#x} bytes; this file's {len(mine)} job(s) in flight hold {sum(mine):#x} "
-                       "of them, other clients' use is not shown)")
 
     # ------------------------------------------------------------------ BO lifetimes
 

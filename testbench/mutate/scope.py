@@ -34,6 +34,7 @@ MODULES = (
     "kmd_model/mm/mapping.py",
     "kmd_model/core/kmd.py",
     "kmd_model/core/clients.py",
+    "kmd_model/core/copies.py",
     "kmd_model/core/bind.py",
     "kmd_model/reset/cp_error.py",
     "kmd_model/reset/recovery.py",
