@@ -170,6 +170,7 @@ TESTS = (
     "tests/security/limits/test_security_copies_held.py",
     "tests/security/limits/test_security_heap_holes.py",
     "tests/security/limits/test_security_close_work.py",
+    "tests/security/limits/test_security_unmap_work.py",
     "tests/security/limits/test_security_kept_records.py",
     # a reset's cancellations of the jobs depending on its job, a bounded share a lock hold
     "tests/security/limits/test_security_reset_cancels.py",
