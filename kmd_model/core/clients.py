@@ -28,6 +28,29 @@ from .lock import kernel_stack
 log = get_logger("kmd")
 
 
+class _Holds:
+    """Work a closing file's release does (Kmd._release_file), counted in holds of the
+    driver's lock of `per` units each: once a hold's units are spent, the lock goes to the
+    threads waiting for it (core/lock.py), and the release goes on in the next hold."""
+
+    __slots__ = ("lock", "per", "used")
+
+    def __init__(self, lock, per: int) -> None:
+        self.lock, self.per, self.used = lock, per, 0
+
+    def room(self) -> int:
+        return self.per - self.used
+
+    def spend(self, n: int) -> None:
+        self.used += n
+        if self.used >= self.per:
+            self.next()
+
+    def next(self) -> None:
+        self.used = 0
+        self.lock.yield_to_waiters()
+
+
 class ClientsMixin:
     """Kmd's methods for files, contexts, the kernel's VA range and BO lifetimes."""
 
@@ -128,8 +151,10 @@ class ClientsMixin:
             self._release_file(file)
 
     def _release_file(self, file: File) -> None:
+        holds = _Holds(self.lock, self.CLOSE_WORK_PER_HOLD)  # (a file may hold 4,095 contexts)
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
+            holds.spend(1)
         leaked = list(file.handles.values())
         file.vm.drop_view()
         if leaked:
@@ -137,9 +162,9 @@ class ClientsMixin:
         # every BO is closed, and the VM destroyed, whatever one of them raises (a lost TLB
         # flush): raised out of the loop, it left the BOs after it and the page tables
         # allocated for good. The first error is raised at the end, as close(2) reports EIO.
-        error = self._close_bos(file.vm, leaked, "its file was closed")
+        error = self._close_bos(file.vm, leaked, "its file was closed", holds)
         file.handles.clear()
-        file.vm.destroy()
+        file.vm.destroy(holds.spend)
         self.files.pop(file.fd, None)
         if error is not None:
             raise error
@@ -277,7 +302,7 @@ class ClientsMixin:
     # their mappings, and the jobs in rings each BO is held for
     CLOSE_WORK_PER_HOLD = 256
 
-    def _close_bos(self, vm: Vm, bos: list, by: str) -> KmdError | None:
+    def _close_bos(self, vm: Vm, bos: list, by: str, holds: "_Holds | None" = None) -> KmdError | None:
         """bo_close for each of `bos`, all of one closing file's (`vm`: its VM), with one TLB
         invalidation for the idle ones' mappings, not one each: a close of a file with 2,000
         BOs mapped made 2,001 flushes in one hold of the driver's lock (305 ms; 8,000 BOs, the
@@ -293,25 +318,19 @@ class ClientsMixin:
         still the file's own memory for its jobs' stale TLB entries), and a flush lost
         meanwhile (another BO's release) marks them for the VMIDs the VM held (freed once
         none runs: VmidManager.free_unflushed)."""
-        step = self.lock.yield_to_waiters
-        budget = [0]
-
-        def spend(n: int) -> None:
-            budget[0] += n
-            if budget[0] >= self.CLOSE_WORK_PER_HOLD:
-                budget[0] = 0
-                step()
-
+        holds = holds or _Holds(self.lock, self.CLOSE_WORK_PER_HOLD)
+        spend = holds.spend
         idle, gone, vmids = [], [], set()
         failures = self.vmids.flush_failures
         for bo in bos:
-            n = 1
+            n = 1 + (len(vm.maps_of(bo)) if not vm.closed else 0)  # (its mappings: at most)
+            if holds.used and holds.used + n > holds.per:  # (a BO's mappings go in one hold)
+                holds.next()
             if self._closed(bo, by):
                 idle.append(bo)
                 if not vm.closed:
                     if vm.vmid is not None:
                         vmids.add(vm.vmid)
-                    n += len(vm.maps_of(bo))
                     if vm.bo_removed(bo):
                         gone.append(bo)
             spend(n)
@@ -330,10 +349,9 @@ class ClientsMixin:
         while i < len(idle):
             # the VM's jobs in the rings now (one that ended between two holds holds nothing)
             jobs = len([j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished])
-            room = (self.CLOSE_WORK_PER_HOLD - budget[0]) // (1 + jobs)
-            if room < 1 and budget[0]:
-                budget[0] = 0
-                step()
+            room = holds.room() // (1 + jobs)
+            if room < 1 and holds.used:
+                holds.next()
                 continue
             part = idle[i:i + max(1, room)]
             i += len(part)

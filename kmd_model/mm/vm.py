@@ -507,7 +507,7 @@ class Vm:
             va += n
         return out
 
-    def destroy(self) -> None:
+    def destroy(self, spend=None) -> None:
         """The file is gone: its page tables, and the BOs still mapped, go once all of its
         jobs are done. Each job holds what the VM had at its CS, but it runs with the root,
         which links every table made since, and those tables hold the entries of every BO
@@ -524,8 +524,10 @@ class Vm:
             self._dead_hold = list(held)
             for bo in held:
                 bo.busy_jobs += 1
-        for bo in self.tables.values():
+        for bo in list(self.tables.values()):
             self.kmd.bo.close(bo)
+            if spend is not None:  # (a closing file's release: its work in holds of the lock, Kmd._release_file)
+                spend(1)
 
     def __repr__(self) -> str:
         return f"Vm(fd {self.file.fd}, {len(self.maps)} mappings, VMID {self.vmid})"

@@ -88,8 +88,8 @@ PER_HOLD = 256  # (Kmd.CLOSE_WORK_PER_HOLD)
 
 
 class _Work:
-    """The release's work as it is done (each BO closed, each mapping removed, each BO held for
-    a job, each BO freed: one each), and the work done since the last hand-over of the lock
+    """The release's work as it is done (each context freed, each BO closed, each mapping
+    removed, each BO held for a job, each BO freed, each page table closed: one each), and the work done since the last hand-over of the lock
     (DriverLock.yield_to_waiters) at each hand-over and at the end: the work of each hold."""
 
     def __init__(self, monkeypatch, kmd):
@@ -99,6 +99,15 @@ class _Work:
         self._at = 0
         real_closed, real_free, real_hold = Kmd._closed, Kmd._free_released, Kmd.hold_for_jobs_in_rings
         real_removed, real_step = Vm.bo_removed, kmd.lock.yield_to_waiters
+        real_ctx_free, real_bo_close = Kmd.ctx_free, type(kmd.bo).close
+
+        def ctx_free(k, ctx):
+            self.done += 1
+            return real_ctx_free(k, ctx)
+
+        def bo_close(m, bo):  # (a page table's, at the VM's destroy: a user BO's is its free, above)
+            self.done += bo.owner is None
+            return real_bo_close(m, bo)
 
         def closed(k, bo, by):
             self.done += 1
@@ -124,6 +133,8 @@ class _Work:
         monkeypatch.setattr(Kmd, "_free_released", free)
         monkeypatch.setattr(Kmd, "hold_for_jobs_in_rings", hold)
         monkeypatch.setattr(Vm, "bo_removed", removed)
+        monkeypatch.setattr(Kmd, "ctx_free", ctx_free)
+        monkeypatch.setattr(type(kmd.bo), "close", bo_close)
         monkeypatch.setattr(kmd.lock, "yield_to_waiters", step)
 
     def end(self) -> list[int]:
@@ -226,3 +237,31 @@ def test_other_clients_ioctls_run_between_a_closed_files_holds_and_get_none_of_i
         inside = i >= 0 and ranges[i][0] <= phys < ranges[i][1]
         assert flushed or not inside, (hex(phys), flushed)
     assert order == ["flush"] and not kmd.live_bos(c.f)
+
+
+def test_a_closed_files_contexts_and_page_tables_go_in_holds_of_bounded_work(monkeypatch):
+    """A file with 2,000 contexts (a job run on each of 500) and 200 page tables (a page
+    mapped in each 2 MiB of 400 MiB), closed: its contexts were freed and its tables closed in
+    one hold (hostile-21: 4,000 contexts, 48,000 Python calls). They go in holds of at most
+    CLOSE_WORK_PER_HOLD too (a BO's mappings in one: the page's 200 here); every context is
+    gone from every scheduler, every table freed."""
+    from kmd_model.uapi import CtxArgs, CtxOp, VaOp
+    kmd = kmd_model.bind(RefModel())
+    vram = kmd.bo.heaps[Domain.VRAM]
+    c = Client()
+    bo = c.bo(0x1000)
+    ib = c.ib(bo, pm4.write_data(bo.addr + 0x100, [1]))
+    ctxs = [c.io(Request.CTX, CtxArgs(CtxOp.ALLOC)).ctx_id for _ in range(2000)]
+    seqs = [(k, c.submit(ib, ctx=k)) for k in ctxs[:500]]
+    assert all(c.wait(s, ctx=k) for k, s in seqs)
+    page = c.io(Request.GEM_CREATE, uapi.GemCreateArgs(0x1000, 0, Domain.GTT, 0)).handle
+    for k in range(200):
+        c.io(Request.GEM_VA, uapi.GemVaArgs(page, VaOp.MAP, 0x1000_0000 + k * 0x20_0000, 0, 0x1000, RWX))
+    tables = list(c.f.vm.tables.values())
+    assert len(tables) > 200 and vram.used > 200 * 0x1000
+    work = _Work(monkeypatch, kmd)
+    c.f.close()
+    holds = work.end()
+    assert work.done >= 2000 + 2 * 200 and max(holds) <= PER_HOLD, (work.done, holds)  # (was 2,000 + 200 in one)
+    assert not any(e.file is c.f for s in kmd.scheds for e in s.entities) and not kmd.contexts
+    assert all(t.freed for t in tables) and not kmd.live_bos()
