@@ -87,7 +87,7 @@ class CopiesMixin:
         large ones (some 64 Ki dwords of work between two pauses): a small CS never waits."""
         if wait.slot:
             return True
-        if self.checks_paused < self.CHECKS_PAUSED:
+        if self.checks_paused < self.CHECKS_PAUSED and not self.check_waiters:  # (none waits before it)
             self.checks_paused += 1
             wait.slot = True
             return True
@@ -109,20 +109,25 @@ class CopiesMixin:
 
         from .signals import pending
         wait.wants_slot = False
-        idle = 0  # looks in a row with no thread waiting for the lock
-        while self.checks_paused >= self.CHECKS_PAUSED and idle < 1000:
-            if pending():
-                raise KmdError(errno.EINTR, "CS: interrupted by a signal while it waited for a turn to check "
-                                            "its IBs")
-            if self.lock.waiters:
-                idle = 0
-                self.lock.yield_to_waiters()
-            else:  # (a holder between its hand-over and its take: counted among the waiters in a moment)
-                idle += 1
-                time.sleep(0.001)
-            if file.closed:
-                raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited for a turn to check "
-                                            "its IBs")
+        ticket = object()  # (served in order: a CS that came later, or a check pausing first, waits behind it)
+        self.check_waiters.append(ticket)
+        try:
+            idle = 0  # looks in a row with no thread waiting for the lock
+            while (self.checks_paused >= self.CHECKS_PAUSED or self.check_waiters[0] is not ticket) and idle < 1000:
+                if pending():
+                    raise KmdError(errno.EINTR, "CS: interrupted by a signal while it waited for a turn to check "
+                                                "its IBs")
+                if self.lock.waiters:
+                    idle = 0
+                    self.lock.yield_to_waiters()
+                else:  # (a holder between its hand-over and its take: counted among the waiters in a moment)
+                    idle += 1
+                    time.sleep(0.001)
+                if file.closed:
+                    raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited for a turn to check "
+                                                "its IBs")
+        finally:
+            self.check_waiters.remove(ticket)
         # (past the bound only when no holder came for the lock in a second: none is paused)
         self.checks_paused += 1
         wait.slot = True

@@ -234,6 +234,7 @@ class Kmd(ClientsMixin, CopiesMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         self.shadow = ShadowPool(kbo(pool, "shadow IBs", HUGE if pool >= HUGE else PAGE))
         self.copies_parked = 0  # bytes of checks kept through CSs' waits (park_check)
         self.checks_paused = 0  # checks that may hand the lock over, their copies held (check_slot)
+        self.check_waiters: list = []  # CSs waiting for one of those turns, in order (wait_check_slot)
         self.vm_levels = self.info.vm_levels
         self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
         self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size

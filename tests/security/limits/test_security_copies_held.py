@@ -355,3 +355,20 @@ def test_a_cs_whose_check_never_pauses_takes_no_slot_and_never_waits_for_one(mon
     p.join(60)
     assert not t.is_alive() and len(out) == waited + 1 and all(isinstance(o, int) for o in out), (before, out)
     assert c.wait(out[-1]) and kmd.checks_paused == 0 and c.f.copies_held == 0
+
+
+def test_turns_to_check_are_served_in_order():
+    """A CS waiting for a turn (Kmd.wait_check_slot) is served before a check that comes to
+    its first pause later, even with a turn free: that check drops its copies and waits
+    behind it (a client's threads pausing one check after another took every turn freed,
+    the waiting CS's for ever)."""
+    from kmd_model.cs.shadow import ShadowWait
+    kmd = kmd_model.bind(RefModel())
+    first, later = object(), ShadowWait()
+    kmd.check_waiters.append(first)
+    assert kmd.checks_paused == 0 and not kmd.check_slot(later) and later.wants_slot and not later.slot
+    kmd.check_waiters.remove(first)
+    now = ShadowWait()
+    assert kmd.check_slot(now) and now.slot and kmd.checks_paused == 1
+    kmd.check_slot_release(now)
+    assert kmd.checks_paused == 0 and not now.slot
