@@ -125,27 +125,13 @@ def active_wptr(c):
     for the ring's `avail`, the arbiter and STATUS too, cost about 400 LUT4 in `cp_32`.)"""
     m, q, wp = c.m, c.q, c.wptr_q
     dbv = [pt.doorbell for pt in c.ports]
-    # (as: 0 on `ring_clear`; else on SWAP the other queue's next wptr, the doorbell moving it
-    # now or its wptr; else on `db_move` of the active queue its doorbell. Written so that
-    # the doorbell checks' carry chains (`db_bad`) come last, each one LUT from the
-    # registers' enable and from a choice per bit between two values worked out from
-    # registers beside the chains: `wptr_q0` → the carry chain → `ring_end` was `cp_32`'s
-    # seed-2 path, 9.89 ns, and `ring_end` 20-31 bits short of 100 MHz in `top_32`. RESET and
-    # QRESET, which clear, are other states than SWAP.)
-    k = lambda name, v: _kept(m, name, v)  # noqa: E731
-    base = k("ring_end_base", Mux(c.ring_clear, 0, Mux(c.swap_now, Mux(q, wp[0], wp[1]), Mux(q, dbv[1], dbv[0]))))
-    take_other = k("ring_end_take_other", c.swap_now & Mux(q, c.db_pre[0], c.db_pre[1]))
-    move_act = k("ring_end_move_act", Mux(q, c.db_pre[1], c.db_pre[0]))
-    load = k("ring_end_load", c.ring_clear | c.swap_now)
-    dbv_other = k("ring_end_dbv_other", Mux(q, dbv[0], dbv[1]))
-    with m.If(load | (move_act & ~Mux(q, c.db_bad[1], c.db_bad[0]))):
-        m.d.sync += c.ring_end.eq(Mux(take_other & ~Mux(q, c.db_bad[0], c.db_bad[1]), dbv_other, base))
-
-
-def _kept(m, name, v):
-    s = Signal(len(Value.cast(v)), name=name, attrs={"keep": 1})
-    m.d.comb += s.eq(v)
-    return s
+    nxt = [Mux(c.db_move[i], dbv[i], wp[i]) for i in range(N)]  # each queue's wptr, next cycle
+    with m.If(c.ring_clear):
+        m.d.sync += c.ring_end.eq(0)
+    with m.Elif(c.swap_now):
+        m.d.sync += c.ring_end.eq(Mux(q, nxt[0], nxt[1]))
+    with m.Elif(Mux(q, c.db_move[1], c.db_move[0])):
+        m.d.sync += c.ring_end.eq(Mux(q, dbv[1], dbv[0]))
 
 
 def flags(m):
@@ -189,7 +175,6 @@ def doorbells(c):
     active queue goes to the error latch now (`db_err`); the inactive queue's waits in
     `dbpend_q` until that queue is swapped in (SWAP1)."""
     m = c.m
-    c.db_pre, c.db_bad = [], []
     for i, pt in enumerate(c.ports):
         dbv, wp, lim = pt.doorbell, c.wptr_q[i], c.limit_q[i]
         is_active = Signal(name=f"db_active{i}")
@@ -220,18 +205,13 @@ def doorbells(c):
             # the running queue (a pulse from the CSR: no carry chain on this path) holds the
             # switch for that cycle, so its error latches first and stops the queue as usual.
             m.d.comb += c.db_write_active.eq(1)
-        # (whether the write counts, from registers, and whether the checks fail, from the
-        # carry chains, in a kept wire each: the chains reach `wptr_q` and `ring_end` through
-        # one LUT, active_wptr)
-        pre = _kept(m, f"db_pre{i}", pt.swmod & pt.enable & ~c.stopped & ~q_err)
-        bad = _kept(m, f"db_bad{i}", back | over)
-        c.db_pre.append(pre)
-        c.db_bad.append(bad)
-        with m.If(pre & bad & ~is_active):
-            m.d.sync += c.dbpend_q[i].eq(1)
-        m.d.comb += c.db_move[i].eq(pre & ~bad)  # (active_wptr follows)
-        with m.If(c.db_move[i]):
-            m.d.sync += wp.eq(dbv)
+        with m.If(pt.swmod & pt.enable & ~c.stopped & ~q_err):
+            with m.If(back | over):
+                with m.If(~is_active):
+                    m.d.sync += c.dbpend_q[i].eq(1)
+            with m.Else():
+                m.d.sync += wp.eq(dbv)
+                m.d.comb += c.db_move[i].eq(1)  # (active_wptr follows)
         # The active queue's error, without `err_any` in `q_err`: every reader of `db_err`
         # (errors.latch: `err_pending`, the capture) ignores it while an error is latched or
         # captured. `fsm_err_valid` -> `err_any` -> this queue's `q_err` -> `db_err` ->
