@@ -181,7 +181,8 @@ def build(c):
     @contextmanager
     def gated():
         """Errors raised here are on the dword on offer, under its valid: the state machine
-        names their code and next state, `err_given_valid` (below) raises them."""
+        names their code and next state; `err_given_dw_valid` and `err_given_hdr_valid`
+        (below) raise them."""
         c.err_gated[0] = True
         try:
             yield
@@ -237,7 +238,7 @@ def build(c):
                 # above all) waits until every earlier transfer is answered
                 m.d.comb += c.stall.eq(1)
             with m.Else(), gated():
-                # (the header is taken: `pops`, below; its errors: `err_given_valid`)
+                # (the header is taken: `pops`, below; its errors: `err_given_hdr_valid`)
                 with m.If(c.cur_fetch_bad):
                     fail(errors.BUS)
                 with m.Elif(cur_tag.filler):
@@ -258,7 +259,7 @@ def build(c):
             with m.Elif(~c.cur_fetch_valid):
                 m.d.comb += c.stall.eq(1)
             with m.Else(), gated():
-                # (the dword is taken: `pops`, below; its errors: `err_given_valid`)
+                # (the dword is taken: `pops`, below; its errors: `err_given_dw_valid`)
                 m.d.sync += [c.rem.eq(c.rem - 1), pidx.eq(pidx + 1), c.p_arr[pidx].eq(c.cur_fetch_data),
                              c.rem_is1.eq(c.rem == 2), c.last_fixed.eq(pidx + 2 == c.fixed)]
                 write_data.payload_taken(c)

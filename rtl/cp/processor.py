@@ -374,12 +374,12 @@ class CommandProcessor(wiring.Component):
 
         # `fsm_err` is the state machine's own errors (`fsm_err_fsm`) and those raised on the
         # dword on offer, written as "the error given the dword" AND its valid (parser.py,
-        # `err_given_valid`): the fetcher's valid, which comes from the far end of the CP,
-        # is then the last term in front of the capture, not the first beneath every state's
-        # conditions (`cp_32`'s critical path: an IB fetcher's output valid copy → the
-        # payload's conditions → `fsm_err_valid`, 9.98 ns). Where the state machine raises
-        # such an error (`err_gated` set while it is built), it names the code and the next
-        # state as before, but not `fsm_err_fsm`.
+        # `err_given_dw_valid`, `err_given_hdr_valid`): the fetcher's valid, which comes
+        # from the far end of the CP, is then the last term in front of the capture, not the
+        # first beneath every state's conditions (`cp_32`'s critical path: an IB fetcher's
+        # output valid copy → the payload's conditions → `fsm_err_valid`, 9.98 ns). Where
+        # the state machine raises such an error (`err_gated` set while it is built), it
+        # names the code and the next state as before, but not `fsm_err_fsm`.
         fsm_err_fsm = Signal()
         err_gated = [False]
 
