@@ -237,6 +237,7 @@ class MMU(wiring.Component):
             m.d.sync += wq_rp.eq(wq_rp + 1)
 
         # ------------------------------------------------------------ R and B: passed back, or a fault
+        inj_r = Signal()
         inj_b = Signal()
         f_user = Signal(RESP_USER)
         # The request being translated is the holding register on t_write's side: a register
@@ -249,27 +250,12 @@ class MMU(wiring.Component):
         m.d.comb += self.ctx_vmid.eq(t.user.vmid)  # (its page-table base: ctx_base)
         inj_beat = Signal(8)
         inj_last = Signal()  # inj_beat == ARLEN, kept a beat ahead (RLAST from a register)
-        # FAULT_R's flip-flop drives the R channel's every bit through the mux into every
-        # master (issue 14: `mmu.inj_r` -> the fetchers' beat memories was the top's worst path
-        # on several seeds), so R takes two copies of it of its own, kept apart by synthesis:
-        # one for the handshake and the ID (the mux's routing), one for the data bits, inverted
-        # so that synthesis does not merge the two. Each is set and cleared with the state
-        # (`inj_enter`, `inj_leave`), so says what the state does.
-        inj_rc = Signal(name="inj_r_ctl")
-        inj_rd_n = Signal(name="inj_r_data_n", init=1)  # (not FAULT_R)
-        inj_enter = Signal()
-        inj_leave = Signal()
-        with m.If(inj_enter):
-            m.d.sync += [inj_rc.eq(1), inj_rd_n.eq(0)]
-        with m.If(inj_leave):
-            m.d.sync += [inj_rc.eq(0), inj_rd_n.eq(1)]
-        m.d.comb += s.rdata.eq(Mux(inj_rd_n, out.rdata, 0))
-        with m.If(inj_rc):
+        with m.If(inj_r):
             m.d.comb += [s.rvalid.eq(1), s.rid.eq(ar_h.id), s.rresp.eq(RESP_SLVERR), s.ruser.eq(f_user),
-                         s.rlast.eq(inj_last)]
+                         s.rlast.eq(inj_last), s.rdata.eq(0)]
         with m.Else():
             m.d.comb += [s.rvalid.eq(out.rvalid & ~r_mine), s.rid.eq(out.rid), s.rresp.eq(out.rresp),
-                         s.rlast.eq(out.rlast),
+                         s.rlast.eq(out.rlast), s.rdata.eq(out.rdata),
                          out.rready.eq(r_mine | s.rready)]
         with m.If(inj_b):
             m.d.comb += [s.bvalid.eq(1), s.bid.eq(aw_h.id), s.bresp.eq(RESP_SLVERR), s.buser.eq(f_user)]
@@ -525,16 +511,16 @@ class MMU(wiring.Component):
                 # everything forwarded before it is answered first
                 with m.If(~t_write & (rd_out == 0) & ~ar_o_valid):
                     m.d.sync += [inj_beat.eq(0), inj_last.eq(ar_h.len == 0)]
-                    m.d.comb += inj_enter.eq(1)
                     m.next = "FAULT_R"
                 with m.If(t_write & (wr_out == 0) & ~aw_o_valid & ~wq_ne):
                     m.next = "FAULT_B"
 
             with m.State("FAULT_R"):
+                m.d.comb += inj_r.eq(1)
                 with m.If(s.rready):
                     m.d.sync += [inj_beat.eq(inj_beat + 1), inj_last.eq(inj_beat + 1 == ar_h.len)]
                     with m.If(inj_last):
-                        m.d.comb += [release_ar.eq(1), inj_leave.eq(1)]
+                        m.d.comb += release_ar.eq(1)
                         m.next = "IDLE"
 
             with m.State("FAULT_B"):

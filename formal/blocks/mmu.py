@@ -215,8 +215,6 @@ class MMUHarness(Harness):
         # (a fault is answered once everything forwarded before it is: no request waits in the
         # output register then, so a fault's release flags nothing that goes out)
         self.invariant(~st("FAULT_R") | ~ar_o_valid)
-        # (R's copies of FAULT_R's flip-flop)
-        self.invariant((box("inj_r_ctl") == st("FAULT_R")) & (box("inj_r_data_n") == ~st("FAULT_R")))
         self.invariant(~st("FAULT_B") | ~aw_o_valid)
         # ... and the W order queue: its forwarded bursts are the write addresses put out
         wq, wq_wp, wq_rp = box("wq"), box("wq_wp"), box("wq_rp")
