@@ -42,11 +42,15 @@ sim: $(STAMP)
 	$(PY) -m gpucosim run examples.demo --sim $(or $(SIM),verilator)
 
 ## All tests, on every available simulator (SIM=verilator or SIM=icarus to pick one).
-## Every driver check runs on Verilator, one of each module on Icarus; ICARUS=all: every one on Icarus too.
+## Every driver check runs on Verilator, one of each module on Icarus; ICARUS=all: every one on Icarus too
+## (and the DMA bench at every bus width: make test runs its 64-bit session on Icarus).
+## The difftest campaigns run their fast subset; DIFFTEST=full: their whole CI run (50 cases of every stream class).
 test: $(STAMP)
 	@$(if $(filter-out all subset,$(ICARUS))$(word 2,$(ICARUS)),\
 		echo "make test: ICARUS=$(ICARUS): ICARUS=all runs every driver check on Icarus too; leave it unset for make test's subset" >&2; exit 2)
-	$(if $(ICARUS),GPUCOSIM_ICARUS=$(ICARUS) )$(PY) -m pytest -n $(JOBS) --dist loadgroup --no-loadscope-reorder tests
+	@$(if $(filter-out full subset,$(DIFFTEST))$(word 2,$(DIFFTEST)),\
+		echo "make test: DIFFTEST=$(DIFFTEST): DIFFTEST=full runs the difftest campaigns' whole CI run; leave it unset for make test's subset" >&2; exit 2)
+	$(if $(ICARUS),GPUCOSIM_ICARUS=$(ICARUS) )$(if $(DIFFTEST),GPUCOSIM_DIFFTEST=$(DIFFTEST) )$(PY) -m pytest -n $(JOBS) --dist loadgroup --no-loadscope-reorder tests
 
 ## Regenerate everything derived from spec/ (register map, headers, docs) and docs/api.md, docs/uapi.md from the drivers' docstrings.
 gen: $(STAMP)

@@ -244,13 +244,14 @@ def run_options(p: argparse.ArgumentParser, args, app: str, app_args: list[str])
             monitors_wanted()
         except ValueError as e:
             p.error(f"{HWTRACE_ENV}={os.environ[HWTRACE_ENV]!r}: {e} (in the environment)")
-    from .run.stops import stop_grace
+    from .run.stops import stop_grace, stop_refire
 
-    if args.timeout:
-        try:
+    try:
+        stop_refire()
+        if args.timeout:
             stop_grace()
-        except ValueError as e:
-            p.error(f"{e} (in the environment)")
+    except ValueError as e:
+        p.error(f"{e} (in the environment)")
     from umd.submit import ENV as ASYNC_ENV
 
     if os.environ.get(ASYNC_ENV, "0") not in ("0", "1"):

@@ -75,7 +75,9 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   CS waiting for its context's oldest job or for room, each with its check), would pass
   the pool's size (one CS alone never does: its copies take at most half of it; a CS
   that waits keeps its check through the wait while every file's kept checks take at most
-  two pools, else checks again after it: no error). A
+  two pools, else checks again after it: no error; a check long enough to let other
+  ioctls in on its way holds its copies through that only in one of four turns, every
+  file's, else it drops them and waits for a turn, holding none: no error either). A
   CPU mapping the OS refuses is GEM_MMAP's error with the OS's errno (ENOMEM past the
   process's count of mappings, vm.max_map_count: one a BO, however often it is mapped).
 - ETIME: a WAIT_CS whose timeout (> 0) ran out (amdgpu answers status busy instead;
@@ -90,7 +92,8 @@ mistake unless said otherwise (tests/kmd/uapi/test_kmd_uapi_contract.py holds ea
   its file is banned (CS, CTX ALLOC), or the device is wedged (its reset failed): CS,
   GEM_CREATE, GEM_VA MAP and REPLACE (they may make page tables) and every job in flight. EBADF: the file is closed.
 - EINTR: a signal came while the ioctl waited for the GPU (WAIT_CS, GEM_WAIT_IDLE, a CS
-  waiting for its context's oldest job or for shadow-pool room, CTX FREE for its context's
+  waiting for its context's oldest job or for shadow-pool room, or for a turn to check its
+  IBs, CTX FREE for its context's
   queued jobs, a GEM_VA MAP or REPLACE for a closed BO's jobs): nothing was changed, its
   handler runs as the ioctl returns; make the call again (libdrm's drmIoctl does: a
   wait's timeout then counts from the new call, being relative, unlike amdgpu's).

@@ -9,7 +9,7 @@ master 0's ID k goes out as k, master 1's as 8 + k; R and B come back to the mas
 named by those top bits, with the master's own ID.
 
 - AR and AW: without a register stage, parked on the last master (its READY starts from
-  the mux's registers and its own VALID), the others round-robin whenever it is idle, and
+  the mux's registers and the downstream READY), the others round-robin whenever it is idle, and
   turns alternate when both wait; a master that was offered but not yet accepted keeps
   the grant until it is, so the downstream VALID and payload stay put (AXI A3.2.1). The
   master's READY is the downstream READY while it holds the grant.
@@ -93,7 +93,8 @@ class AXI4Mux(wiring.Component):
             are served in round-robin order whenever the last one is not offered on its turn
             (no cycle lost while it is idle), and alternate with it when both are busy.
 
-            Returns (sel, valid): the granted master and whether any master is offered."""
+            Returns (sel, valid, parked): the granted master, whether any master is offered and
+            whether the last master holds the grant (for its READY: from registers)."""
             P = n - 1
             rr = Signal(range(max(P, 2)), name=f"{name}_rr")  # (a zero-bit signal is not valid Verilog)
             turn = Signal(init=1, name=f"{name}_turn")  # the parked master's turn
@@ -129,10 +130,19 @@ class AXI4Mux(wiring.Component):
                     m.d.sync += turn.eq(1)
             with m.If(~valid):
                 m.d.sync += turn.eq(1)
-            return sel, valid
+            # The parked master's grant from registers alone: unlocked, it is granted on its
+            # turn. Off its turn the others are offered (`turn` falls only when the last one
+            # is served while another waits, and a master that waits keeps its VALID until
+            # its handshake), so `sel == P` would say the same when it offers, and its READY
+            # no longer waits for the others' VALIDs and the round robin (issue 14: the top's
+            # path from the CP writer's AWVALID, through the pick, into the SDMA's DMA engine's
+            # write-response queue). READY while it does not offer is allowed (AXI A3.2.1).
+            parked = Signal(name=f"{name}_parked")
+            m.d.comb += parked.eq(Mux(lock, lock_sel == P, turn))
+            return sel, valid, parked
 
         # ---- AR
-        ar_sel, ar_valid = arbiter("ar", [p.arvalid for p in s], out.arready)
+        ar_sel, ar_valid, ar_parked = arbiter("ar", [p.arvalid for p in s], out.arready)
         m.d.comb += [
             out.arvalid.eq(ar_valid),
             out.arid.eq(Array(tag(i, p.arid) for i, p in enumerate(s))[ar_sel]),
@@ -140,7 +150,7 @@ class AXI4Mux(wiring.Component):
         for f in self.ar_fields:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[ar_sel])
         for i, p in enumerate(s):
-            m.d.comb += p.arready.eq(out.arready & (ar_sel == i))
+            m.d.comb += p.arready.eq(out.arready & (ar_parked if i == n - 1 else ar_sel == i))
 
         # ---- AW, and the order W bursts must follow
         Dw = self.w_order_depth
@@ -161,7 +171,7 @@ class AXI4Mux(wiring.Component):
 
         aw_ready = Signal()
         m.d.comb += aw_ready.eq(out.awready & ~wq_full)
-        aw_sel, aw_valid = arbiter("aw", [p.awvalid for p in s], aw_ready)
+        aw_sel, aw_valid, aw_parked = arbiter("aw", [p.awvalid for p in s], aw_ready)
         m.d.comb += [
             out.awvalid.eq(aw_valid & ~wq_full),
             out.awid.eq(Array(tag(i, p.awid) for i, p in enumerate(s))[aw_sel]),
@@ -169,7 +179,7 @@ class AXI4Mux(wiring.Component):
         for f in self.aw_fields:
             m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[aw_sel])
         for i, p in enumerate(s):
-            m.d.comb += p.awready.eq(aw_ready & (aw_sel == i))
+            m.d.comb += p.awready.eq(aw_ready & (aw_parked if i == n - 1 else aw_sel == i))
         # (the free slot at wq_wp takes the granted master every cycle; the handshake, which
         # comes late, only moves wq_wp)
         with m.If(~wq_full):

@@ -26,13 +26,16 @@ def _simulators() -> list[str]:
 
 def pytest_configure(config):
     """A $SIM that names no simulator (`make test SIM=vcs`) is a usage error, one line, and
-    so is a $GPUCOSIM_ICARUS that is neither all nor subset (tests/cosim/driver_checks.py).
+    so is a $GPUCOSIM_ICARUS that is neither all nor subset (tests/cosim/driver_checks.py)
+    and a $GPUCOSIM_DIFFTEST that is neither full nor subset (tests/difftest/ci_plan.py).
     On an xdist worker, the run's durations are the controller's (`_known_durations`)."""
     from tests.cosim.driver_checks import icarus_scope
+    from tests.difftest.ci_plan import difftest_scope
 
     try:
         sim.selected_simulators()
         icarus_scope()
+        difftest_scope()
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
     global _durations

@@ -86,24 +86,38 @@ def timeout_message(opts: "RunOptions", cycles: int) -> str:
 STOP_GRACE_ENV = "GPUCOSIM_STOP_GRACE"
 
 
-def stop_grace() -> float:
-    """How long a stopped run has to end itself before it is ended (seconds, default 60;
-    $GPUCOSIM_STOP_GRACE): on a simulator the launcher kills it, on the model a watchdog
-    ends the process. ValueError for a setting that is no positive number."""
-    text = os.environ.get(STOP_GRACE_ENV, "")
+def _seconds(env: str, default: float) -> float:
+    """$`env` as a number of seconds, `default` when unset or empty; ValueError for a
+    setting that is no positive number."""
+    text = os.environ.get(env, "")
     if not text:
-        return 60.0
+        return default
     try:
         v = float(text)
     except ValueError:
         v = float("nan")
     if not 0 < v <= 1_000_000:
-        raise ValueError(f"{STOP_GRACE_ENV}={text!r}: give a number of seconds above 0, at most 1000000")
+        raise ValueError(f"{env}={text!r}: give a number of seconds above 0, at most 1000000")
     return v
 
 
+def stop_grace() -> float:
+    """How long a stopped run has to end itself before it is ended (seconds, default 60;
+    $GPUCOSIM_STOP_GRACE): on a simulator the launcher kills it, on the model a watchdog
+    ends the process. ValueError for a setting that is no positive number."""
+    return _seconds(STOP_GRACE_ENV, 60.0)
+
+
 RETRY_S = 0.02  # how soon a stop that could not be raised where it came is tried again
-REFIRE_S = 2.0  # how soon a stop the app caught is raised again
+REFIRE_S = 2.0  # how soon a stop the app caught is raised again (the default of:)
+STOP_REFIRE_ENV = "GPUCOSIM_STOP_REFIRE"
+
+
+def stop_refire() -> float:
+    """How soon a stop the app caught is raised again, and after as long again the process
+    ended (seconds, default REFIRE_S; $GPUCOSIM_STOP_REFIRE: the tests of apps that catch
+    every stop wait less). ValueError for a setting that is no positive number."""
+    return _seconds(STOP_REFIRE_ENV, REFIRE_S)
 _seen: Callable[[], None] | None = None  # tells stop_on_signals the run has its stop
 
 
@@ -185,6 +199,10 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
     if threading.current_thread() is not threading.main_thread():
         return lambda: None  # (signals reach the main thread only: run_app called from another has neither)
     global _seen
+    try:
+        refire = stop_refire()
+    except ValueError:  # (gpucosim run refused it before the run: checks.run_options)
+        refire = REFIRE_S
     stop: list[BaseException] = []  # the stop, once it came
     done: list[bool] = []  # the run has seen it, or is over
 
@@ -207,7 +225,7 @@ def stop_on_signals(timeout: float | None, throw: Callable[[BaseException], None
             return
         if not stop:
             stop.append(e)
-        signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, until the run sees it
+        signal.setitimer(signal.ITIMER_REAL, refire)  # again, until the run sees it
         throw(e)
 
     held: list[BaseException] = []

@@ -1,8 +1,8 @@
 """What clients own, on the driver's side (Kmd's part, mixed into core/kmd.py's Kmd): open
 files and their contexts (drm_file, amdgpu_ctx), the kernel's range in every file's VM (the
-shadow pool, where the checked copies run), and the lifetime of BOs: a closed BO's CPU
-mappings are revoked at once, its GPU mappings and memory go once no job uses it
-(`job_retired` lets go of what a finished job held).
+shadow pool, where the checked copies run; what CSs hold of them: core/copies.py), and the
+lifetime of BOs: a closed BO's CPU mappings are revoked at once, its GPU mappings and memory
+go once no job uses it (`job_retired` lets go of what a finished job held).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..cs.shadow import ShadowWait
 from ..log import get_logger
 from ..mm.mapping import CpuMapping, map_bo
 from ..mm.vm import HUGE, Vm
+from ..sched.job import RingHold
 from ..sched.scheduler import Job
 from ..uapi import KmdError
 from .ctx import Context
@@ -26,6 +27,29 @@ from .file import File
 from .lock import kernel_stack
 
 log = get_logger("kmd")
+
+
+class _Holds:
+    """Work a closing file's release does (Kmd._release_file), counted in holds of the
+    driver's lock of `per` units each: once a hold's units are spent, the lock goes to the
+    threads waiting for it (core/lock.py), and the release goes on in the next hold."""
+
+    __slots__ = ("lock", "per", "used")
+
+    def __init__(self, lock, per: int) -> None:
+        self.lock, self.per, self.used = lock, per, 0
+
+    def room(self) -> int:
+        return self.per - self.used
+
+    def spend(self, n: int) -> None:
+        self.used += n
+        if self.used >= self.per:
+            self.next()
+
+    def next(self) -> None:
+        self.used = 0
+        self.lock.yield_to_waiters()
 
 
 class ClientsMixin:
@@ -128,8 +152,10 @@ class ClientsMixin:
             self._release_file(file)
 
     def _release_file(self, file: File) -> None:
+        holds = _Holds(self.lock, self.CLOSE_WORK_PER_HOLD)  # (a file may hold 4,095 contexts)
         for ctx in list(file.contexts.values()):
             self.ctx_free(ctx)
+            holds.spend(1)
         leaked = list(file.handles.values())
         file.vm.drop_view()
         if leaked:
@@ -137,9 +163,9 @@ class ClientsMixin:
         # every BO is closed, and the VM destroyed, whatever one of them raises (a lost TLB
         # flush): raised out of the loop, it left the BOs after it and the page tables
         # allocated for good. The first error is raised at the end, as close(2) reports EIO.
-        error = self._close_bos(file.vm, leaked, "its file was closed")
+        error = self._close_bos(file.vm, leaked, "its file was closed", holds)
         file.handles.clear()
-        file.vm.destroy()
+        file.vm.destroy(holds.spend)
         self.files.pop(file.fd, None)
         if error is not None:
             raise error
@@ -242,112 +268,6 @@ class ClientsMixin:
             return np.concatenate([mem32[p // 4: p // 4 + b // 4] for p, b in runs])
         return read
 
-    def shadow_too_big(self, job: CheckedJob) -> None:
-        """E2BIG for a job whose checked copies take more than the whole shadow pool: no wait
-        makes room for it (a CS refuses it before waiting for anything: ioctl/cs.py)."""
-        n = job.shadow_bytes
-        if n > self.shadow.size:
-            raise KmdError(errno.E2BIG, f"CS: the job's checked copies take {n:#x} bytes, more than the "
-                           f"whole shadow pool ({self.shadow.size:#x} bytes)")
-
-    def charge_copies(self, file: File, wait: "ShadowWait", n: int) -> None:
-        """`n` more bytes of checked copies for a CS of `file` (its `wait`), made before the
-        copy: ENOMEM when the copies the file's CSs hold inside the ioctl, not in the shadow
-        pool yet (checks in progress, checks kept while their CS waits for its context's slot,
-        for room in the pool, or after a pause), would pass the pool's size. One CS never
-        does (its copies take at most half the pool: max_job_dw); a check kept by each CS
-        waiting held about 8 MiB for a maximum job, one a thread, so a client's threads
-        each submitting one 8 MiB BO held the process's memory without bound (64 threads:
-        500 MiB). Tells the file of its own CSs alone."""
-        held = file.copies_held
-        if held + n > self.shadow.size:
-            raise KmdError(errno.ENOMEM, "CS: this file's CSs inside the driver would hold more than "
-                           f"{self.shadow.size:#x} bytes of checked copies outside the shadow pool (its size): "
-                           f"this one {wait.held + n:#x}, the file's others {held - wait.held:#x} (they wait for "
-                           "their context's slot or for room in the pool)")
-        file.copies_held = held + n
-        wait.held += n
-        wait.file = file
-
-    # checked copies kept through CSs' waits (their context's slot, room in the pool), every
-    # file's, at most this many shadow pools' worth (Kmd.park_check)
-    PARKED_POOLS = 2
-
-    def park_check(self, wait: "ShadowWait", ctx, ibs: list, arrays: tuple, checked: CheckedJob) -> None:
-        """A CS is about to wait with its check (`wait.held` bytes of copies): kept through
-        the wait (ShadowWait.keep_check) while the checks every CS keeps through a wait,
-        every file's, take at most PARKED_POOLS shadow pools (`copies_parked`); else dropped,
-        its bytes given back (the CS checks again after its wait). Kept whatever they took,
-        one a waiting thread, a client's threads on many files (each file's under its bound,
-        charge_copies) held copies in proportion to its files, 16 MiB each; dropped always,
-        every CS that waits for its slot (a busy queue's, at each CS) made its check twice."""
-        n = wait.held
-        if self.copies_parked + n <= self.PARKED_POOLS * self.shadow.size:
-            wait.keep_check(ctx, ibs, arrays, checked)
-            wait.parked = n
-            self.copies_parked += n
-        else:
-            wait.release()
-
-    def unpark(self, wait: "ShadowWait") -> None:
-        """The CS that parked its check (park_check) runs again, or ends."""
-        self.copies_parked -= wait.parked
-        wait.parked = 0
-
-    def shadow_alloc(self, job: CheckedJob, wait: "ShadowWait", file: File | None = None,
-                     park=None) -> int | None:
-        """Room in the shadow pool for a checked job's copies, waiting for older jobs to
-        retire when the pool is short (as for ring space, and as amdgpu_sa_bo_new waits for
-        its fences). The wait goes on while the pool drains: ENOMEM only once nothing in it
-        was freed for 2 * job_timeout. With one window in all, a client holding the CP
-        with one job and filling the pool behind it with others had a third client's CS
-        refused (its wait ended as the hold was reset, before the jobs behind it retired).
-
-        The wait (the CS's `wait`) lets other ioctls in (wait_unlocked: it held the driver's
-        lock, and a client that filled the pool behind a held job stopped every other
-        client's ioctls until the hold was reset and the pool drained), in the pool's queue
-        of waiters so no later CS takes the room, and returns None once there is room for
-        it: the CS then starts again (its check kept while the file's mappings are unchanged:
-        ShadowWait.kept_check).
-
-        Its ENOMEM tells the caller (`file`) of its own use of the pool alone: it said how
-        much of the pool was free and how many jobs were in flight, every client's, which
-        no file without CAP_PERFMON may count (INFO COUNTERS). `park()`, before it waits:
-        the CS's check kept through the wait or dropped (park_check)."""
-        self.shadow_too_big(job)
-        n = job.shadow_bytes
-        pool, window = self.shadow, 2 * self.params.job_timeout
-        addr = pool.alloc(n, wait.ticket)
-        if addr is not None:
-            return addr
-        job = None  # (not held through the wait: park decides)
-        if park is not None:
-            park()
-        if wait.ticket is None:
-            wait.ticket = object()
-            pool.waiters.append(wait.ticket)
-        ticket = wait.ticket
-        if wait.since is None:
-            wait.since = self.dev.now()
-        while (left := wait.since + window - self.dev.now()) > 0:
-            frees = pool.frees
-
-            def served() -> bool:
-                return pool.waiters[0] is ticket and pool.fits(n)
-            self.wait_unlocked(lambda: served() or pool.frees != frees, left)
-            if served():
-                return None  # (the CS starts again, and allocates first)
-            if pool.frees == frees:
-                break
-            wait.since = self.dev.now()  # it drains: the window starts again
-        pool.leave(ticket)
-        wait.ticket = None
-        mine = [j.checked.shadow_bytes for c in (file.contexts.values() if file is not None else ())
-                for j in c.jobs.values() if j.checked is not None]
-        raise KmdError(errno.ENOMEM, f"CS: no room for the job's {n:#x} bytes of checked copies in the shadow "
-                       f"pool ({pool.size:#x} bytes; this file's {len(mine)} job(s) in flight hold {sum(mine):#x} "
-                       "of them, other clients' use is not shown)")
-
     # ------------------------------------------------------------------ BO lifetimes
 
     def bo_close(self, bo, by: str = "GEM_CLOSE") -> None:
@@ -379,23 +299,68 @@ class ClientsMixin:
             bo.held_vm.wait_release(bo)  # (freed as its last holder ends: job_retired)
         return False
 
-    def _close_bos(self, vm: Vm, bos: list, by: str) -> KmdError | None:
+    # work a closing file's release does in one hold of the driver's lock (_close_bos): BOs,
+    # their mappings, and the jobs in rings each BO is held for
+    CLOSE_WORK_PER_HOLD = 256
+
+    def _close_bos(self, vm: Vm, bos: list, by: str, holds: "_Holds | None" = None) -> KmdError | None:
         """bo_close for each of `bos`, all of one closing file's (`vm`: its VM), with one TLB
         invalidation for the idle ones' mappings, not one each: a close of a file with 2,000
         BOs mapped made 2,001 flushes in one hold of the driver's lock (305 ms; 8,000 BOs, the
         model's GTT in pages, over a second), repeatable at the cost of opening a file and
-        mapping them. The first error (a lost flush) is returned, after every BO is closed."""
-        idle = [bo for bo in bos if self._closed(bo, by)]
+        mapping them. The first error (a lost flush) is returned, after every BO is closed.
+
+        The work goes in holds of CLOSE_WORK_PER_HOLD (a BO, each of its mappings, its hold
+        for the VM's jobs in the rings and its free, one each; each job a hold is given to, one), the lock handed to the threads waiting for it in between
+        (core/lock.py): the one invalidation made, it was still some 28 Python calls a BO in
+        one hold, 8,000 BOs 0.3 s of every other client's ioctls. Between the holds the file
+        is closed (its ioctls EBADF), its contexts gone; the BOs unmapped and not yet
+        invalidated stay allocated (nothing frees them until the invalidation: they are
+        still the file's own memory for its jobs' stale TLB entries), and a flush lost
+        meanwhile (another BO's release) marks them for the VMIDs the VM held (freed once
+        none runs: VmidManager.free_unflushed)."""
+        holds = holds or _Holds(self.lock, self.CLOSE_WORK_PER_HOLD)
+        spend = holds.spend
+        idle, gone, vmids = [], [], set()
+        failures = self.vmids.flush_failures
+        for bo in bos:
+            n = 1 + (len(vm.maps_of(bo)) if not vm.closed else 0)  # (its mappings: at most)
+            if holds.used and holds.used + n > holds.per:  # (a BO's mappings go in one hold)
+                holds.next()
+            if self._closed(bo, by):
+                idle.append(bo)
+                if not vm.closed:
+                    if vm.vmid is not None:
+                        vmids.add(vm.vmid)
+                    if vm.bo_removed(bo):
+                        gone.append(bo)
+            spend(n)
         error = None
-        gone = [bo for bo in idle if not vm.closed and vm.bo_removed(bo)]
         if gone:
+            if self.vmids.flush_failures != failures:  # (lost between two holds: see above)
+                vmids.discard(vm.vmid)
+                for bo in gone:
+                    bo.stale_vmids.update(vmids)
             try:
                 self.vmids.flush_vm(vm, bos=gone)
             except KmdError as e:
                 error = e
-            self.hold_for_jobs_in_rings(vm, gone)
-        for bo in idle:
-            self._free_released(bo)
+        held = set(gone)
+        i = 0
+        while i < len(idle):
+            # the VM's jobs in the rings now (one that ended between two holds holds nothing)
+            jobs = len([j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished])
+            room = (holds.room() - jobs) // 2  # (a hold for each BO, and its free; one for each job)
+            if room < 1 and holds.used:
+                holds.next()
+                continue
+            part = idle[i:i + max(1, room)]
+            i += len(part)
+            self.hold_for_jobs_in_rings(vm, [bo for bo in part if bo in held])
+            for bo in part:
+                if not bo.freed:  # (a job's end between two holds may have freed it)
+                    self._free_released(bo)
+            spend(2 * len(part) + jobs)
         return error
 
     def hold_for_jobs_in_rings(self, vm, bos) -> None:
@@ -412,11 +377,19 @@ class ClientsMixin:
         test_memory_a_job_in_a_ring_may_write_is_not_handed_out_until_the_job_ends). Jobs only
         queued start after the invalidation: they hold nothing of it."""
         jobs = [j for s in self.scheds for j in s.pending if j.vm is vm and not j.finished]
+        if not jobs:
+            return
+        # held once for all of them, until the last ends (RingHold): each BO added to each job
+        # (a holds() look and a hold a BO and job) cost a CLEAR of 3,000 BOs' mappings with 60
+        # jobs of the VM in the rings 0.62 s of the lock, some 5 s at the rings' and heaps' most
+        held = frozenset([bo for bo in bos if not bo.freed and bo.owner is not None])
+        if not held:
+            return
+        hold = RingHold(held, len(jobs))
+        for bo in held:
+            bo.busy_jobs += 1
         for job in jobs:
-            for bo in bos:
-                if not job.holds(bo) and not bo.freed and bo.owner is not None:
-                    job.bos.add(bo)
-                    bo.busy_jobs += 1
+            job.ring_holds.append(hold)
 
     def bo_release(self, bo, raising: bool = True) -> None:
         """A closed BO is idle: out of its file's VM (the TLB invalidated), then freed. When
@@ -483,6 +456,14 @@ class ClientsMixin:
             bo.busy_jobs -= 1
             if bo.closed and not bo.busy:
                 self.bo_release(bo, raising=False)
+        holds, job.ring_holds = job.ring_holds, []
+        for hold in holds:
+            hold.jobs -= 1
+            if not hold.jobs:  # (the last of the jobs in a ring at its unmap)
+                for bo in hold.bos:
+                    bo.busy_jobs -= 1
+                    if bo.closed and not bo.busy and not bo.freed:
+                        self.bo_release(bo, raising=False)
         gen, job.gen = job.gen, -1  # (an ended job holds nothing: Job.holds)
         if job.vm is not None and gen >= 0:
             for bo in job.vm.job_ended(gen):  # (its VM's BOs of its generation)

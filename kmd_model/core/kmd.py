@@ -47,6 +47,7 @@ from ..sched.scheduler import Scheduler
 from ..sched.sdma_ring import SdmaRing
 from ..uapi import Domain, HwIp, KmdError, VmFaultInfo
 from .clients import ClientsMixin
+from .copies import CopiesMixin
 from .ctx import Context
 from .file import File
 from .lock import DriverLock
@@ -153,7 +154,7 @@ class Wb(IntEnum):
     HQD1_SCRATCH = 10  # its ring test
 
 
-class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
+class Kmd(ClientsMixin, CopiesMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
     def __repr__(self) -> str:
         """What `kmd_model.bind(RefModel())` shows at the interpreter's prompt (the tutorial's
         first line): the device, whether it is still the bound driver, its files."""
@@ -232,6 +233,8 @@ class Kmd(ClientsMixin, IrqMixin, RecoveryMixin, JobTimerMixin):
         # 2 MiB aligned when it is that large, so each VM maps it with huge pages
         self.shadow = ShadowPool(kbo(pool, "shadow IBs", HUGE if pool >= HUGE else PAGE))
         self.copies_parked = 0  # bytes of checks kept through CSs' waits (park_check)
+        self.checks_paused = 0  # checks that may hand the lock over, their copies held (check_slot)
+        self.check_waiters: list = []  # CSs waiting for one of those turns, in order (wait_check_slot)
         self.vm_levels = self.info.vm_levels
         self.kernel_va_size = -(-self.shadow.size // HUGE) * HUGE if p.cs_check else 0
         self.kernel_va = (1 << vm_spec.va_bits(self.vm_levels)) - self.kernel_va_size

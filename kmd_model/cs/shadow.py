@@ -68,7 +68,7 @@ class ShadowWait:
     the bytes of copies its check holds, charged to its file (`held`: Kmd.charge_copies)
     until they go into the pool or the CS ends (`release`)."""
 
-    __slots__ = ("ticket", "since", "_check", "held", "file", "parked")
+    __slots__ = ("ticket", "since", "_check", "held", "file", "parked", "slot", "wants_slot")
 
     def __init__(self) -> None:
         self.ticket: object = None
@@ -77,6 +77,10 @@ class ShadowWait:
         self.held = 0  # bytes of checked copies charged to `file`, the check in progress or kept
         self.file = None
         self.parked = 0  # bytes of its kept check counted in Kmd.copies_parked (a wait's)
+        # its check may hand the driver's lock over, its copies held (Kmd.checks_paused:
+        # check_slot); it found none free, and waits for one before it checks again
+        self.slot = False
+        self.wants_slot = False
 
     def keep_check(self, ctx, ibs: list, arrays: tuple, checked) -> None:
         """Keep `checked`, made of the IB chunks `ibs` with the file's mappings `arrays`

@@ -190,6 +190,8 @@ def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: Shadow
         nonlocal yielded
         if lock.depth != 1 or not lock.waiters:
             return False
+        if not kmd.check_slot(wait):  # (the device's checks holding copies over a hand-over: full)
+            raise CheckAgain()
         lock.yield_to_waiters()
         yielded = True
         if file.closed:
@@ -198,7 +200,11 @@ def _check(kmd: "Kmd", file: "File", ctx, ibs: list, arrays: tuple, wait: Shadow
     try:
         checked = kmd.checker.check(ctx, ibs, vm, pause, lambda n: kmd.charge_copies(file, wait, n))
     except CheckAgain:
+        if wait.wants_slot:
+            wait.release()  # (no slot: it waits for one holding nothing, _cs)
         return None  # (its copies so far stay charged until the next attempt's check: _cs)
+    finally:
+        kmd.check_slot_release(wait)
     if yielded:  # (the mappings are still `arrays`: each pause that let others in made sure)
         wait.keep_check(ctx, ibs, arrays, checked)
         return None
@@ -222,6 +228,7 @@ def cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, prep: CsPrep | None = None) -> 
                 raise KmdError(errno.EBADF, "CS: the file was closed while the CS waited")
     finally:
         kmd.shadow.leave(wait.ticket)
+        kmd.check_slot_release(wait)  # (a slot taken for a check the CS did not reach)
         kmd.unpark(wait)
         wait.release()  # (its copies are in the pool now, or dropped: no longer the file's to count)
 
@@ -376,6 +383,9 @@ def _cs(kmd: "Kmd", file: "File", a: uapi.CsArgs, wait: ShadowWait, prep: CsPrep
             checked = wait.kept_check(ctx, ibs, arrays)
             if checked is None:
                 wait.release()  # (a check kept for other chunks or mappings, or cut short: its bytes)
+                if wait.wants_slot:  # (its last check found no slot: Kmd.check_slot)
+                    kmd.wait_check_slot(file, wait)
+                    return None  # (others ran: the CS starts again, with its slot)
                 checked = _check(kmd, file, ctx, ibs, arrays, wait)
                 if checked is None:
                     return None  # (it let other ioctls in: the CS starts again, its check kept)

@@ -56,6 +56,9 @@ class Job:
     deps_left: int = 0
     deps_failed: int = 0
     dependents: list = field(default_factory=list)  # jobs waiting for this one (their set_deps)
+    # BOs unmapped while it was in a ring, held with the VM's other jobs there at the time, each
+    # such unmap's BOs once for all of them (RingHold: Kmd.hold_for_jobs_in_rings)
+    ring_holds: list = field(default_factory=list)
 
     def set_deps(self, deps: list) -> None:
         """The jobs (or FailedDeps) it waits for: each unfinished one tells it when it ends
@@ -102,7 +105,9 @@ class Job:
 
     def holds(self, bo) -> bool:
         """Whether it keeps `bo` allocated until it ends."""
-        return bo in self.bos or (self.vm is not None and self.gen >= 0 and self.vm.holds_at(bo, self.gen))
+        return (bo in self.bos or any(bo in h.bos for h in self.ring_holds)
+                or (self.vm is not None and self.gen >= 0 and self.vm.holds_at(bo, self.gen)))
+
 
     def client_addr(self, addr: int) -> int:
         """An address in the job's shadow copies as the client knows it (error reports)."""
@@ -142,3 +147,13 @@ class FailedDep:
 
     def __repr__(self) -> str:
         return f"Job(ctx {self.ctx_name} seq {self.seq:#x})"
+
+
+class RingHold:
+    """BOs one unmap took from a VM while `jobs` of its jobs were in a ring (Kmd.hold_for_jobs_in_rings):
+    each held once (Bo.busy_jobs) until the last of those jobs ends (Kmd.job_retired)."""
+
+    __slots__ = ("bos", "jobs")
+
+    def __init__(self, bos: frozenset, jobs: int) -> None:
+        self.bos, self.jobs = bos, jobs

@@ -78,47 +78,52 @@ def build(c):
         with m.Elif(c.wr_ok):
             yield
 
+    def payload_checks(pkt, p_now):
+        """The packet's field checks in the cycle its last fixed payload dword arrives, in
+        their order: (condition, code, at_ib_base). They read flags gathered dword by dword
+        (accumulate_checks) and the last dword's tag."""
+        if pkt is pk.DMA_DATA and not cp.has_dma:
+            return [(Const(1), CpError.UNSUPPORTED, False)]  # no DMA engine in this build
+        unsupported = c.acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
+        if pkt is ib:
+            unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
+        misaligned = dtag.check(cur_tag, "misaligned", pkt)
+        earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
+        if any(not isinstance(checks.checks_at(p, pkt, k, c.aw)[1], Const) for k in earlier):
+            misaligned = misaligned | c.acc_misal
+        found = [(unsupported, CpError.UNSUPPORTED, False)]
+        if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
+            found.append((misaligned, CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED, False))
+        if pkt is ib:
+            chain = field(p_now, ib, "CHAIN")
+            found += [(dtag.check(cur_tag, "ib_size_zero"), CpError.IB_SIZE_ZERO, False),
+                      (~chain & lvl[cp.ib_levels], CpError.IB_NESTING, False),
+                      (c.acc_beyond, CpError.BUS_DECERR, True)]
+        if pkt is pk.DMA_DATA:
+            found.append((dtag.check(cur_tag, "dma_too_big"), CpError.DMA_BYTE_COUNT, False))
+        return found
+
     def check_and_start():
-        """The packet's field checks (spec/packets.py) in the cycle its last fixed payload
+        """The packet's field checks (payload_checks) in the cycle its last fixed payload
         dword arrives, beside its first step, which starts whatever they say (a failing
         check stops it next cycle: `failed`): a fence goes straight to its write, a
         WRITE_DATA to its data and a non-CHAIN IB starts its fetcher now; the other
-        packets have an EXEC state. The checks read flags gathered dword by dword
-        (accumulate_checks) and the last dword's tag, so no CHECK cycle is spent."""
+        packets have an EXEC state. So no CHECK cycle is spent."""
         for pkt in pk.PACKETS:
             if pkt is pk.NOP:
                 continue
             p_now = payload_now(pkt)
-            earlier = range(pkt.fixed - 1)  # dwords in p; the last one's checks are in its tag
             with m.If(kind == pkt.index):
+                found = payload_checks(pkt, p_now)
                 if pkt is pk.DMA_DATA and not cp.has_dma:
-                    fail(CpError.UNSUPPORTED)  # no DMA engine in this build
+                    fail(found[0][1])  # no DMA engine in this build
                     continue
-                unsupported = c.acc_unsup | dtag.check(cur_tag, "unsupported", pkt)
-                if pkt is ib:
-                    unsupported = unsupported | (lvl[0] & field(p_now, ib, "CHAIN"))
-                misaligned = dtag.check(cur_tag, "misaligned", pkt)
-                if any(not isinstance(checks.checks_at(p, pkt, k, c.aw)[1], Const) for k in earlier):
-                    misaligned = misaligned | c.acc_misal
                 # (a bad response of the dword itself: PAYLOAD raised it already)
                 with m.If(c.cur_fetch_bad):
                     pass
-                with m.Elif(unsupported):
-                    flag(CpError.UNSUPPORTED)
-                if not isinstance(misaligned, Const):  # DMA_DATA has no alignment rule
-                    with m.Elif(misaligned):
-                        flag(CpError.IB_MISALIGNED if pkt is ib else CpError.FENCE_MISALIGNED)
-                if pkt is ib:
-                    chain = field(p_now, ib, "CHAIN")
-                    with m.Elif(dtag.check(cur_tag, "ib_size_zero")):
-                        flag(CpError.IB_SIZE_ZERO)
-                    with m.Elif(~chain & lvl[cp.ib_levels]):
-                        flag(CpError.IB_NESTING)
-                    with m.Elif(c.acc_beyond):
-                        flag(CpError.BUS_DECERR, at_ib_base=True)
-                if pkt is pk.DMA_DATA:
-                    with m.Elif(dtag.check(cur_tag, "dma_too_big")):
-                        flag(CpError.DMA_BYTE_COUNT)
+                for cond, code, at_ib_base in found:
+                    with m.Elif(cond):
+                        flag(code, at_ib_base=at_ib_base)
                 # the first step, whatever the checks say
                 if pkt is not pk.DMA_DATA:  # a transfer counts when it is answered
                     m.d.comb += c.perf_count_kind.eq(1)  # (status.py drops it if `failed`)
@@ -129,7 +134,7 @@ def build(c):
                     # (they are all flags: RELEASE_MEM has none on its last dword)
                     assert isinstance(dtag.check(cur_tag, "unsupported", pkt), Const)
                     assert isinstance(dtag.check(cur_tag, "misaligned", pkt), Const)
-                    rm_ok = ~(unsupported | misaligned | c.cur_fetch_bad)
+                    rm_ok = ~(Cat(*(cond for cond, _, _ in found)).any() | c.cur_fetch_bad)
                     release_mem.start(c, p_now, ok=rm_ok)
                 elif pkt is ib:
                     indirect_buffer.start(c, p_now)
@@ -173,7 +178,18 @@ def build(c):
                 elif pkt is ib:
                     indirect_buffer.prepare(c, p_now)
 
-    c.update(dict(state=state, request_write=request_write, write_answered=write_answered))
+    @contextmanager
+    def gated():
+        """Errors raised here are on the dword on offer, under its valid: the state machine
+        names their code and next state; `err_given_dw_valid` and `err_given_hdr_valid`
+        (below) raise them."""
+        c.err_gated[0] = True
+        try:
+            yield
+        finally:
+            c.err_gated[0] = False
+
+    c.update(dict(state=state, request_write=request_write, write_answered=write_answered, gated=gated))
     with m.FSM(name="cp") as fsm:
         with state("RUN"):
             # the header's registers follow the dword on offer (the popped one stays);
@@ -221,8 +237,8 @@ def build(c):
                 # only DMA_DATA overlaps the DMA engine: any other packet (a RELEASE_MEM
                 # above all) waits until every earlier transfer is answered
                 m.d.comb += c.stall.eq(1)
-            with m.Else():
-                # (the header is taken: `pops`, below)
+            with m.Else(), gated():
+                # (the header is taken: `pops`, below; its errors: `err_given_hdr_valid`)
                 with m.If(c.cur_fetch_bad):
                     fail(errors.BUS)
                 with m.Elif(cur_tag.filler):
@@ -242,8 +258,8 @@ def build(c):
                 fail(CpError.BAD_COUNT)
             with m.Elif(~c.cur_fetch_valid):
                 m.d.comb += c.stall.eq(1)
-            with m.Else():
-                # (the dword is taken: `pops`, below)
+            with m.Else(), gated():
+                # (the dword is taken: `pops`, below; its errors: `err_given_dw_valid`)
                 m.d.sync += [c.rem.eq(c.rem - 1), pidx.eq(pidx + 1), c.p_arr[pidx].eq(c.cur_fetch_data),
                              c.rem_is1.eq(c.rem == 2), c.last_fixed.eq(pidx + 2 == c.fixed)]
                 write_data.payload_taken(c)
@@ -433,4 +449,30 @@ def build(c):
             c.ib_start[i].eq((pay_ib & lvl[i - 1] & ~c.bad_count & c.last_fixed & f.dw_valid &
                               ~f.dw_data[chain_at.bits][0]) | again),
         ]
+
+    # ---------------------------------------------------------------- the errors on the dword on offer
+    # What the state machine raises under `gated()`, given the dword on offer (its tag, its
+    # response and the registers), in a kept wire per valid, so that valid is the last term
+    # in front of `fsm_err` (processor.py): RUN's header errors (a bad response, an illegal
+    # opcode) where RUN would take the header; PAYLOAD's bad response and its packet's checks
+    # with the last fixed dword (the same conditions `check_and_start` flags); WD_COLLECT's bad
+    # response. (formal/blocks/cp and the error tests hold them to what the states raise.)
+    not_failed = ~c.failed
+    ib_done = Cat(*(lvl[i] & c.ib_empty[i] for i in range(1, 1 + cp.ib_levels))).any()
+    run_gv = kept("err_given_hdr_valid",
+                  fsm.ongoing("RUN") & not_failed & ~c.err_pending_any & ~ib_done & ~cp.ext_ih_valid &
+                  ~csr.control_halt & ~c.sw_due & ~(c.dma_busy_r & ~cur_tag.is_dma) &
+                  (c.cur_fetch_bad | (~cur_tag.filler & cur_tag.illegal)))
+    checks_fail = Const(0)
+    for pkt in pk.PACKETS:
+        if pkt is pk.NOP:
+            continue
+        conds = [cond for cond, _, _ in payload_checks(pkt, payload_now(pkt))]
+        checks_fail = checks_fail | ((kind == pkt.index) & Cat(*conds).any())
+    pay_gv = (fsm.ongoing("PAYLOAD") & not_failed & ~c.bad_count &
+              (c.cur_fetch_bad | (c.last_fixed & (kind != pk.NOP.index) & checks_fail)))
+    wd_gv = fsm.ongoing("WD_COLLECT") & not_failed & c.cur_fetch_bad
+    dw_gv = kept("err_given_dw_valid", pay_gv | wd_gv)
+    fsm_own = kept("fsm_err_own", c.fsm_err_fsm)
+    m.d.comb += c.fsm_err.eq(fsm_own | (dw_gv & c.cur_fetch_valid) | (run_gv & c.cur_hdr_valid))
     return fsm

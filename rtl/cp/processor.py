@@ -331,11 +331,8 @@ class CommandProcessor(wiring.Component):
         m.d.comb += ring_empty.eq((avail[0] == 0) | ring_paused)
         cur_off = Signal(32)  # the current dword's offset in its buffer
         m.d.comb += cur_off.eq(_one_hot_mux(lvl, [ring_pos & ring_mask] + [ib_pos[i] for i in range(1, 1 + self.ib_levels)]))
-        with m.If(pops[0]):
-            m.d.sync += ring_pos.eq(ring_pos + 1)
-        for i in range(1, 1 + self.ib_levels):
-            with m.If(pops[i]):
-                m.d.sync += ib_pos[i].eq(ib_pos[i] + 1)
+        # (each level's position moves by one as its dword is taken: written after the state
+        # machine, below, so the take decision is the last multiplexer in front of them)
 
         def saturate(v):
             return Mux(v[AVAIL_BITS:] != 0, (1 << AVAIL_BITS) - 1, v[:AVAIL_BITS])
@@ -375,13 +372,26 @@ class CommandProcessor(wiring.Component):
         level_d = Signal(2)  # the level a cycle ago: where a failed check happened
         m.d.sync += level_d.eq(level)
 
+        # `fsm_err` is the state machine's own errors (`fsm_err_fsm`) and those raised on the
+        # dword on offer, written as "the error given the dword" AND its valid (parser.py,
+        # `err_given_dw_valid`, `err_given_hdr_valid`): the fetcher's valid, which comes
+        # from the far end of the CP, is then the last term in front of the capture, not the
+        # first beneath every state's conditions (`cp_32`'s critical path: an IB fetcher's
+        # output valid copy → the payload's conditions → `fsm_err_valid`, 9.98 ns). Where
+        # the state machine raises such an error (`err_gated` set while it is built), it
+        # names the code and the next state as before, but not `fsm_err_fsm`.
+        fsm_err_fsm = Signal()
+        err_gated = [False]
+
         def raise_code(code):
             """`code`: a CpError, or errors.BUS: the code of the bus response the error's
             `where` names (errors.py works it out after the capture)."""
+            if not err_gated[0]:
+                m.d.comb += fsm_err_fsm.eq(1)
             if code is errors.BUS:
-                m.d.comb += [fsm_err.eq(1), fsm_err_bus.eq(1)]
+                m.d.comb += fsm_err_bus.eq(1)
             else:
-                m.d.comb += [fsm_err.eq(1), fsm_err_bus.eq(0), fsm_err_code.eq(code)]
+                m.d.comb += [fsm_err_bus.eq(0), fsm_err_code.eq(code)]
 
         def flag(code, at_ib_base=False):
             """A failing check beside a speculative first step: CP_ERROR as fail() would
@@ -625,6 +635,18 @@ class CommandProcessor(wiring.Component):
 
         # ---------------------------------------------------------------- the parser FSM
         fsm = parser.build(c)  # (parser.py; it also decides which dword each level gives up)
+        # Each level's position moves by one as its dword is taken. Written after the state
+        # machine, so the take (`pops`, which comes late) is the last choice in front of the
+        # register, not the first beneath every state's own assignment: no state that sets a
+        # position (SWAP, QRESET, RESET, a yielding poll, an IB's prepare and CHAIN, each at
+        # a level not taking a dword) takes a dword of that level in the same cycle (`pops`
+        # is RUN's, PAYLOAD's and WD_COLLECT's, at the current level), so the order changes
+        # nothing. (`ib_pos2`, `ib_pos1`: 16-19 bits of each 10.9-11.2 ns in `top_32`)
+        with m.If(pops[0]):
+            m.d.sync += ring_pos.eq(ring_pos + 1)
+        for i in range(1, 1 + self.ib_levels):
+            with m.If(pops[i]):
+                m.d.sync += ib_pos[i].eq(ib_pos[i] + 1)
         queues.active_wptr(c)
         m.d.comb += at_boundary.eq(fsm.ongoing("RUN"))
 

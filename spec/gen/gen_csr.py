@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from spec.gen.generate import FieldInfo, RegInfo
 
+RD_GROUP = 64  # the read multiplexer's answer is registered by groups of this many registers
 LUTRAM_MIN = 8  # register arrays at least this long, with wide entries, are kept in a memory
 
 
@@ -264,8 +265,25 @@ def render_amaranth(regs: list[RegInfo], enums, header: str, mmio_addr_width: in
     emit("]")
     hits = sum(1 << i for i in table)
     emit(f"rd_hits = C({hits:#x}, {1 << sel_bits})")
-    emit("m.d.comb += [bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1)),")
-    emit("             bridge.rd_data.eq(one_hot_or(rd_index, rd_table))]")
+    emit("m.d.comb += bridge.rd_hit.eq(rd_inside & rd_hits.bit_select(rd_index, 1))")
+    # The answer is taken apart by groups of 64 registers (256 bytes: the CP's, its counters',
+    # the MMU's, the VMIDs', the SDMA's and the queues'), each group's AND-OR into a register
+    # of its own at the read's acceptance, held until the next, as the bridge's own `r_data`
+    # was; the bridge ORs them into RDATA with the shadow RAM's word (rd_late), so a read
+    # answers in the same cycle and samples the same cycle's values. The hardware's values
+    # then cross the die into a smaller AND-OR whose register the placer can put near them
+    # (issue 14: the top's `csr.bridge.r_data` from `sdma.wdw` through the whole multiplexer,
+    # 11.49 ns).
+    emit("rd_parts = []  # each group's answer, 0 for a read outside it")
+    emit(f"for g in range(0, {1 << sel_bits}, {RD_GROUP}):")
+    emit(f"    group = [e if g <= i < g + {RD_GROUP} else None for i, e in enumerate(rd_table)]")
+    emit("    if all(e is None for e in group):")
+    emit("        continue")
+    emit(f"    part = Signal(32, name=f\"rd_part{{g // {RD_GROUP}}}\")")
+    emit("    with m.If(bridge.rd_en):")
+    emit("        m.d.sync += part.eq(Mux(rd_inside, one_hot_or(rd_index, group), 0))")
+    emit("    rd_parts.append(part)")
+    emit("m.d.comb += bridge.rd_data.eq(0)  # (every answer is in rd_parts)")
     _render_shadow(emit, shadowed, constants, sel_bits)
 
     src = [
@@ -366,7 +384,10 @@ def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[
     emit(f"m.d.sync += [shadow_wa.eq(bridge.wr_addr[2:{2 + sel_bits}]),")
     emit("             shadow_we.eq(Cat(Cat(C(0, 1), *(shadow_wr[k] for k in ks)).any() & ~wr_drop &")
     emit("                              (bridge.wr_strb[b] | shadow_first) for b, ks in enumerate(shadow_lane_regs))),")
-    emit("             shadow_wd.eq(Cat(Mux(bridge.wr_strb[b] | ~shadow_first, bridge.wr_data[8 * b:8 * b + 8], 0)")
+    emit("             # (a lane the write leaves out is written only on its register's first write, as")
+    emit("             # 0: its data is the strobed byte or 0, without the first-write decode, which")
+    emit("             # came late: issue 14, the top's `csr.shadow_w__data`, 32 bits at 10.4-10.8 ns)")
+    emit("             shadow_wd.eq(Cat(Mux(bridge.wr_strb[b], bridge.wr_data[8 * b:8 * b + 8], 0)")
     emit("                              for b in range(4)))]")
     emit("m.d.comb += [shadow_w.addr.eq(shadow_wa), shadow_w.data.eq(shadow_wd), shadow_w.en.eq(shadow_we),")
     emit("             bridge.rd_wait.eq(shadow_we.any()),")
@@ -380,7 +401,10 @@ def _render_shadow(emit, shadowed: list[tuple[int, list[int]]], constants: dict[
     emit("shadow_ok = Signal()  # the RAM's word is the read's answer (else it reads 0)")
     emit("with m.If(bridge.rd_en):")
     emit("    m.d.sync += shadow_ok.eq(rd_inside & mux_tree(rd_index, shadow_valid_table))")
-    emit("m.d.comb += bridge.rd_late.eq(Mux(shadow_ok, shadow_r.data, 0))")
+    emit("rd_late = Mux(shadow_ok, shadow_r.data, 0)")
+    emit("for part in rd_parts:  # (the groups' answers: 0 but the one the read was in)")
+    emit("    rd_late = rd_late | part")
+    emit("m.d.comb += bridge.rd_late.eq(rd_late)")
 
 
 def _render_read_through(r: RegInfo, emit, ports: list[str], reads: list[tuple[int, str]]) -> None:

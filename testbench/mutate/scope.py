@@ -34,6 +34,7 @@ MODULES = (
     "kmd_model/mm/mapping.py",
     "kmd_model/core/kmd.py",
     "kmd_model/core/clients.py",
+    "kmd_model/core/copies.py",
     "kmd_model/core/bind.py",
     "kmd_model/reset/cp_error.py",
     "kmd_model/reset/recovery.py",
@@ -169,6 +170,7 @@ TESTS = (
     "tests/security/limits/test_security_copies_held.py",
     "tests/security/limits/test_security_heap_holes.py",
     "tests/security/limits/test_security_close_work.py",
+    "tests/security/limits/test_security_unmap_work.py",
     "tests/security/limits/test_security_kept_records.py",
     # a reset's cancellations of the jobs depending on its job, a bounded share a lock hold
     "tests/security/limits/test_security_reset_cancels.py",

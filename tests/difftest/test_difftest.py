@@ -39,6 +39,7 @@ from testbench.difftest.streams.gen import Caps
 from testbench.difftest.streams.malformed import ERROR_CLASSES
 from testbench.difftest.streams.stream import Config, Stream
 from testbench.refmodel.snapshot import mem_digest
+from tests.difftest.ci_plan import CP, difftest_scope, scope_or_subset
 
 SEED = cp.master_seed()
 M32 = 0xFFFF_FFFF
@@ -49,14 +50,15 @@ class DifftestReport(UserWarning):
     (xdist workers cannot print; warnings reach the summary)."""
 DMA, NO_DMA = Caps(dma=True), Caps(dma=False)
 
-# CI: stream index ranges per simulator. 1250 streams = 50 cases of every error class.
-# Icarus runs 4 whole cycles of kinds (100 streams): it simulates about 10x slower than
-# Verilator, so its 250 before were 40 % of make test's difftest time for 20 % of the streams.
-CI_PLAN = {"verilator": (0, 1150), "icarus": (1150, 100)}
-CI_ALONE = {"verilator": (0, 1250), "icarus": (1150, 100)}  # when the other simulator is not selected
+# CI: stream index ranges per simulator, make test's subset or the full run (DIFFTEST=full:
+# 1250 streams = 50 cases of every error class), tests/difftest/ci_plan.py. Icarus runs
+# whole cycles of kinds: it simulates about 10x slower than Verilator.
+SCOPE = scope_or_subset()
+CI_PLAN = CP[SCOPE]["plan"]
+CI_ALONE = CP[SCOPE]["alone"]  # when the other simulator is not selected
 # Each simulator's range runs as this many parts, one simulator session each and each its own
-# xdist group, so the two workers share Icarus's slow part instead of one of them waiting.
-CI_PARTS = {"verilator": 2, "icarus": 2}
+# xdist group, so the two workers can share a slow part instead of one of them waiting.
+CI_PARTS = CP[SCOPE]["parts"]
 
 
 def pair(stream: Stream, caps: Caps):
@@ -577,33 +579,99 @@ def _both() -> bool:
         sim.unavailable_reason(s) is None for s in ("verilator", "icarus"))
 
 
-def ci_parts(simulator: str, both: bool) -> list[tuple[int, int]]:
-    """The (first, count) stream ranges `simulator` runs in make test, one per part."""
-    first, count = (CI_PLAN if both else CI_ALONE)[simulator]
-    return split(first, count, CI_PARTS[simulator])
+def ci_parts(simulator: str, both: bool, scope: str | None = None) -> list[tuple[int, ...]]:
+    """The stream indices `simulator` runs in make test, one tuple per part."""
+    plan = CP[scope or SCOPE]
+    indices = plan["plan" if both else "alone"][simulator]
+    return [indices[a:a + n] for a, n in split(0, len(indices), plan["parts"][simulator])]
 
 
-def test_ci_parts_cover_the_plan_once():
-    (va, vn), (ia, i_n) = CI_PLAN["verilator"], CI_PLAN["icarus"]
-    assert va + vn == ia and vn + i_n == 1250  # 50 cases of every error class, no index twice
-    assert i_n % len(cp.CYCLE) == 0 and i_n >= 2 * len(cp.CYCLE)  # Icarus sees every kind, twice or more
-    for both, plan in ((True, CI_PLAN), (False, CI_ALONE)):
-        for s, (first, count) in plan.items():
-            parts = ci_parts(s, both)
-            assert len(parts) == CI_PARTS[s]
-            assert [i for a, n in parts for i in range(a, a + n)] == list(range(first, first + count))
+def _kinds(indices) -> Counter:
+    return Counter(cp.plan(i)[0] for i in indices)
+
+
+@pytest.mark.parametrize("scope", ["full", "subset"])
+def test_ci_parts_cover_the_plan_once(scope):
+    """Each scope runs every kind of stream on both simulators, on Icarus twice or more (the
+    full run 50 cases of every error class), no index twice, every index one the full run
+    has; the parts split each simulator's indices in order."""
+    plan, alone = CP[scope]["plan"], CP[scope]["alone"]
+    every = set(ERROR_CLASSES) | {"valid", "raw"}
+    v, i = plan["verilator"], plan["icarus"]
+    assert not set(v) & set(i) and len(set(v)) == len(v) and len(set(i)) == len(i)  # no index twice
+    assert set(alone["verilator"]) == set(v) | set(i) and alone["icarus"] == i
+    for s in ("verilator", "icarus"):
+        assert set(_kinds(plan[s])) == every, s
+    assert min(_kinds(plan["icarus"]).values()) >= 2  # Icarus sees every kind, twice or more
+    assert set(v) | set(i) <= set(range(1250))  # the full run's indices
+    if scope == "full":
+        assert v == tuple(range(1150)) and i == tuple(range(1150, 1250))
+        assert all(_kinds(v + i)[c] == 50 for c in ERROR_CLASSES)  # 50 cases of every error class
+    for both in (True, False):
+        for s in ("verilator", "icarus"):
+            parts = ci_parts(s, both, scope)
+            assert len(parts) == CP[scope]["parts"][s] and all(parts)
+            assert tuple(x for p in parts for x in p) == (plan if both else alone)[s]
+
+
+def test_the_subset_covers_every_bin_of_the_full_run():
+    """make test's subset hits every coverage bin the full run (DIFFTEST=full) hits, with the
+    default seed: each error class's packets, sites and levels, the valid streams' packets
+    and fields, the raw streams' outcomes (tests/difftest/ci_plan.py says how it was picked)."""
+    from tests.difftest.ci_plan import SUBSET_PICKS, pick_cover
+
+    full, sub = CP["full"]["plan"], CP["subset"]["plan"]
+    caps = cp.model_caps(None, 64)  # (what the default device reports)
+    bins = [frozenset(cp.make_stream(cp.DEFAULT_SEED, i, caps).bins) for i in range(1250)]
+    hit = set().union(*(bins[i] for s in full for i in full[s]))
+    got = set().union(*(bins[i] for s in sub for i in sub[s]))
+    missing = sorted(hit - got, key=repr)
+    given = set(sub["icarus"]) | set(range(len(cp.CYCLE)))
+    assert not missing, (f"{len(missing)} bins only the full run hits: {missing[:8]}; SUBSET_PICKS would be "
+                         f"{pick_cover(bins, given, [i for i in range(1250) if i not in given])}")
+    assert set(SUBSET_PICKS) <= set(sub["verilator"])
+
+
+def test_make_test_collects_its_scopes_parts(request):
+    """The parts collected are the scope's (DIFFTEST=full's are not collected in make test's
+    subset, nor skipped); a bad $GPUCOSIM_DIFFTEST is one line."""
+    got = sorted(i.callspec.params["part"] for i in request.session.items
+                 if i.nodeid.split("[")[0].endswith("test_difftest.py::test_rtl_matches_model")
+                 and i.callspec.params["simulator"] == "verilator")
+    if got:
+        assert got == list(range(CI_PARTS["verilator"]))
+    assert difftest_scope(" subset ") == difftest_scope("") == "subset" and difftest_scope("full") == "full"
+    with pytest.raises(ValueError) as ei:
+        difftest_scope("all")
+    assert str(ei.value) == ("GPUCOSIM_DIFFTEST='all': choose full (the campaigns' whole CI run: 50 cases of every "
+                             "stream class) or subset (make test's), or leave it empty")
+
+
+def _run_indices(simulator: str, indices: tuple[int, ...], workdir) -> tuple[list[dict], float, list[str]]:
+    """Streams `indices` of the campaign on `simulator`: a range as the campaign runs it (the
+    model's side made ahead), others as a streams file of those streams (each keeps its index,
+    its replay command the campaign's)."""
+    if indices == tuple(range(indices[0], indices[0] + len(indices))):
+        return run_rtl(simulator, SEED, indices[0], len(indices))
+    import pickle
+
+    caps = cp.model_caps(None, 64)  # (what the default device reports, as the simulator will)
+    f = workdir / f"difftest-{simulator}.pkl"
+    f.write_bytes(pickle.dumps([cp.make_stream(SEED, i, caps) for i in indices]))
+    return run_rtl(simulator, SEED, 0, 0, streams_file=f, workdir=workdir)
 
 
 @pytest.mark.parametrize("simulator, part", [
     pytest.param(s, k, marks=pytest.mark.xdist_group(f"difftest-{s}-{k}"), id=f"{s}-{k}")
     for s in sim.selected_simulators() for k in range(CI_PARTS[s])])
-def test_rtl_matches_model(simulator, part):
+def test_rtl_matches_model(simulator, part, tmp_path):
     reason = sim.unavailable_reason(simulator)
     if reason:
         pytest.skip(reason)
     both = _both()
-    first, count = ci_parts(simulator, both)[part]
-    recs, seconds, problems = run_rtl(simulator, SEED, first, count)
+    indices = ci_parts(simulator, both)[part]
+    count = len(indices)
+    recs, seconds, problems = _run_indices(simulator, indices, tmp_path)
     caps = next((r["caps"] for r in recs if "caps" in r), None)
     out = sim.BUILD / f"difftest-part-{simulator}-{part}.json"
     out.write_text(json.dumps({"session": _session(), "seed": SEED, "sim": simulator, "seconds": seconds,
@@ -614,12 +682,15 @@ def test_rtl_matches_model(simulator, part):
         warnings.warn(DifftestReport("\n" + merged["text"] + "\n(build/difftest.json, build/difftest.txt)"))
     bad = [r for r in recs if not r["ok"]]
     assert len(recs) >= count and not problems, "\n".join(problems)
+    assert sorted(r["index"] for r in recs) == sorted(indices)
     assert not bad, f"{len(bad)} of {count} streams differ on {simulator} (seed {SEED}):\n" + "\n".join(
         f"stream {r['index']} {r['kind']} {r['class']} {r['variant']}: {r['first_packet']}\n    "
         + "\n    ".join(r["diffs"][:6]) + f"\n    replay: {r['replay']}" for r in bad[:10])
-    if whole:  # the whole CI plan has run
+    if whole:  # the whole CI plan has run: every error class as often as the plan has it
+        ran = _kinds(i for s in (("verilator", "icarus") if both else (simulator,))
+                     for i in (CI_PLAN if both else CI_ALONE)[s])
         for name, c in merged["data"]["error_classes"].items():
-            assert c["cases"] >= 50 or "skipped" in c, f"{name}: only {c['cases']} cases"
+            assert c["cases"] >= ran[name] or "skipped" in c, f"{name}: only {c['cases']} cases of {ran[name]}"
 
 
 def test_a_hung_mmio_access_fails_with_a_timeout():

@@ -5,7 +5,8 @@ and every SDMA error class, on the RTL against the reference model.
 (two models with different MMIO timing agree, and each malformed stream stops with the
 code its class plants). `test_sdma_rtl_matches_model[sim]` runs a range of stream indices
 per simulator: Verilator the most, Icarus the next ones; together at least
-`CASES_PER_CLASS` cases of every error class.
+`CASES_PER_CLASS` cases of every error class: make test's subset, or the full run under
+`make test DIFFTEST=full` (tests/difftest/ci_plan.py).
 """
 
 from __future__ import annotations
@@ -22,14 +23,33 @@ from testbench.difftest import campaign as cp
 from testbench.difftest import sdma as S
 
 from tests.conftest import shared_run
+from tests.difftest.ci_plan import SDMA_BLOCKS, scope_or_subset
 
 SEED = cp.master_seed()
-CASES_PER_CLASS = 50
-# index ranges per simulator, in blocks of PLAN (one case of each class each): 46 on Verilator,
-# the next 4 on Icarus (about 1.3 s a stream there)
-BLOCKS = {"verilator": (0, 46), "icarus": (46, 4)}
+CASES = {"full": 50, "subset": 18}  # the cases of every error class each scope runs
+SCOPE = scope_or_subset()
+CASES_PER_CLASS = CASES[SCOPE]
+# index ranges per simulator, in blocks of PLAN (one case of each class each): the full run
+# 46 on Verilator, the next 4 on Icarus (about 1.3 s a stream there); make test's subset the
+# first 16 and the first 2 of those
+BLOCKS = SDMA_BLOCKS[SCOPE]
 CI_PLAN = {k: (a * len(S.PLAN), n * len(S.PLAN)) for k, (a, n) in BLOCKS.items()}
-assert sum(n for _, n in BLOCKS.values()) >= CASES_PER_CLASS
+
+
+@pytest.mark.parametrize("scope", ["full", "subset"])
+def test_each_scope_runs_every_class_on_both_simulators(scope):
+    """Each simulator's range is whole blocks, so it runs every SDMA error class and valid
+    streams; the subset's blocks are where the full run's begin; no index runs twice."""
+    blocks = SDMA_BLOCKS[scope]
+    assert sum(n for _, n in blocks.values()) == CASES[scope]
+    (va, vn), (ia, i_n) = blocks["verilator"], blocks["icarus"]
+    assert va + vn <= ia and vn >= 1 and i_n >= 1
+    for s, (a, n) in blocks.items():
+        full_a, full_n = SDMA_BLOCKS["full"][s]
+        assert a == full_a and n <= full_n
+        kinds = {S.PLAN[i % len(S.PLAN)] for i in range(a * len(S.PLAN), (a + n) * len(S.PLAN))}
+        assert kinds == set(S.CLASSES) | {"valid"}, (s, kinds)
+    assert CASES["full"] == 50
 
 
 def test_sdma_streams_are_timing_independent():

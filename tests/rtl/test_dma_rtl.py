@@ -15,7 +15,8 @@ import pytest
 from testbench import sim
 from testbench.sim.dma_design import dma_design
 
-from tests.conftest import shared_run
+from tests.conftest import _simulators, shared_run
+from tests.cosim.driver_checks import icarus_scope
 
 MODULE = "tests.rtl.cocotb_dma"
 DATA_TESTS = ["test_alignments", "test_random", "test_zero_length_and_4k", "test_raw_wait"]
@@ -57,8 +58,34 @@ def _passed(res: sim.Results, tests: list[str]) -> None:
     assert not mine and not missing, f"failed: {mine}, did not pass: {missing}\n{res.explain()}"
 
 
-def _width(width: int):
-    return pytest.param(width, marks=pytest.mark.xdist_group(f"dma-w{width}"))
+# Every width on Verilator; on Icarus make test runs the default width (64, and the small
+# configuration and the 4 KiB bursts at 64 and 256 bits), `make test ICARUS=all` the other
+# widths' sessions too (docs/verification.md): a width's second run tests the same RTL again,
+# Icarus adding its own reading of the Verilog, which the 64-bit session keeps in every run.
+ICARUS_WIDTHS = {"subset": (64,), "all": (32, 64, 256)}
+
+
+def _icarus_widths() -> tuple[int, ...]:
+    try:
+        return ICARUS_WIDTHS[icarus_scope()]
+    except ValueError:  # (tests/conftest.py's pytest_configure reports the bad $GPUCOSIM_ICARUS in one line)
+        return ICARUS_WIDTHS["subset"]
+
+
+def _widths(widths, simulators=None, icarus_widths=None):
+    """(simulator, width) for each selected simulator and width, Icarus's only those of its
+    scope: the others are not collected."""
+    icarus_widths = _icarus_widths() if icarus_widths is None else icarus_widths
+    for s in _simulators() if simulators is None else simulators:
+        for w in widths:
+            if s != "icarus" or w in icarus_widths:
+                yield pytest.param(s, w, id=f"{s}-{w}", marks=pytest.mark.xdist_group(f"dma-w{w}"))
+
+
+def _need(simulator: str) -> None:
+    reason = sim.unavailable_reason(simulator)
+    if reason:
+        pytest.skip(reason)
 
 
 @pytest.mark.xdist_group("dma-w64")
@@ -67,8 +94,9 @@ def test_dma_64(simulator):
     _passed(res, DATA_TESTS + ERROR_TESTS)
 
 
-@pytest.mark.parametrize("width", [_width(32), _width(256)])
+@pytest.mark.parametrize("simulator, width", list(_widths((32, 256))))
 def test_dma_widths(simulator, width):
+    _need(simulator)
     res, _ = _session(simulator, width)
     _passed(res, WIDTH_TESTS)
 
@@ -82,9 +110,10 @@ def test_dma_small_config(simulator):
     assert res.ok, res.explain()
 
 
-@pytest.mark.parametrize("width", [_width(32), _width(64), _width(256)])
+@pytest.mark.parametrize("simulator, width", list(_widths((32, 64, 256))))
 def test_dma_figures(simulator, width, record_property):
     """Bus efficiency and fixed cost: printed, not asserted (figures belong to `make bench`)."""
+    _need(simulator)
     res, figures = _session(simulator, width)
     _passed(res, [BENCH])
     assert figures is not None, f"test_bench wrote no figures\n{res.explain()}"
@@ -123,3 +152,18 @@ def test_dma_bench_cache_key_follows_every_rtl_file(tmp_path, monkeypatch):
             f.write("\n# edited\n")
         keys.append(dd._digest("dw64"))
     assert len(set(keys)) == len(keys), keys
+
+
+def test_icarus_runs_the_default_width_and_icarus_all_every_width(request):
+    """make test collects every width on Verilator and the 64-bit session on Icarus (its
+    other widths are not collected, not skipped); ICARUS=all every width on both."""
+    def got(icarus_widths, widths=(32, 64, 256)):
+        return sorted(p.values for p in _widths(widths, ("verilator", "icarus"), icarus_widths))
+    sub, full = got(ICARUS_WIDTHS["subset"]), got(ICARUS_WIDTHS["all"])
+    assert sub == sorted([("verilator", 32), ("verilator", 64), ("verilator", 256), ("icarus", 64)])
+    assert full == sorted((s, w) for s in ("verilator", "icarus") for w in (32, 64, 256))
+    assert set(SESSIONS) == set(ICARUS_WIDTHS["all"])  # ICARUS=all: every width's session on Icarus
+    collected = {(i.callspec.params["simulator"], i.callspec.params["width"]) for i in request.session.items
+                 if i.nodeid.split("[")[0].endswith("test_dma_rtl.py::test_dma_figures")}
+    if collected:  # (this run's collection: the scope's widths only)
+        assert {w for s, w in collected if s == "icarus"} <= set(_icarus_widths())

@@ -360,7 +360,13 @@ class Queue(_Dispatched):
         it holds 0 (the BO was zero-filled); 0 can be a seqno too when the queue's seqnos pass
         through it (near the wrap, or starting there), and only then is the kernel asked about
         the queue's first job (one WAIT_CS that does not wait). Jobs end in order, so once a
-        seqno of ours is there the dword always holds the last job that ended."""
+        seqno of ours is there the dword always holds the last job that ended. `seq` is a
+        seqno (seq_of's, flush's): an int from 0 to 0xffffffff; any other value is the call's
+        one-line TypeError or ValueError."""
+        seq = _index("seq_done", "seq", seq)  # (read once: "x" was Python's "unsupported operand")
+        if not 0 <= seq <= M32:  # (-1 and 2**70 answered True; numpy's uint64 warned from the KMD's fence.py)
+            raise ValueError(f"seq_done: seq must be a seqno, an int from 0 to 0xffffffff (seq_of's, flush's), "
+                             f"not {seq}")
         if self.last_seq is None:
             return False
         v = int(self.q32[QBO_USER_FENCE])

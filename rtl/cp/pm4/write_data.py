@@ -75,7 +75,7 @@ def states(c):
             m.d.sync += [c.wr_src.eq(WriteSource.BLOCK),
                          wd_addr.eq(Mux(no_incr, wd_addr, wd_addr + 4)), rem.eq(rem - 1),
                          c.rem_is1.eq(rem == 2), c.rem_is0.eq(c.rem_is1), c.wd_ends.eq(ends(pos == BLOCK_DWORDS - 2, no_incr, rem))]
-            with m.If(c.cur_fetch_bad):
+            with m.If(c.cur_fetch_bad), c.gated():  # (raised by parser.py's `err_given_dw_valid`)
                 c.fail(errors.BUS)  # at the dword
             with m.Elif(c.wd_ends):
                 # the block is complete with this dword (in the block buffer next cycle;

@@ -12,6 +12,10 @@ that would pass it is ENOMEM, and one CS alone never does (its copies are at mos
 pool). Every ending of a CS gives its bytes back. For the device, whatever the files, the
 checks kept through a wait take at most Kmd.PARKED_POOLS pools: a CS past them drops its
 check before it waits and checks again after (the waiting frame held it in any case).
+The checks under way, each paused with its copies while the lock went to others, were
+each file's bound alone (hostile-21): 16 files' maximum checks at once held 8 pools. A check
+pauses with its copies only in one of Kmd.CHECKS_PAUSED turns, every file's; without one it
+drops them and waits for a turn holding none.
 """
 
 from __future__ import annotations
@@ -232,3 +236,139 @@ def test_checks_kept_through_waits_are_bounded_for_the_device_whatever_the_files
     assert all(len(o) == 1 and isinstance(o[0], int) for o in outs), outs
     assert all(c.wait(o[0]) for c, o in zip(clients, outs))
     assert kmd.copies_parked == 0 and all(c.f.copies_held == 0 for c in clients)
+
+
+# ---------------------------------------------------------------------------- checks in progress
+
+CHECKS = 4  # (Kmd.CHECKS_PAUSED)
+
+
+def _checks_across_files(monkeypatch, files: int) -> tuple[int, list, object]:
+    """`files` files, a thread each submitting a maximum CS (BIG_DW dwords of NOPs) at once, the
+    checker pausing every 512 dwords of work (PAUSE_DW: 65,536 at the default): the most bytes
+    of copies the checks in progress held (every file's copies held inside the driver, those
+    kept through a wait, Kmd.copies_parked, left out) at any hand-over of the lock; the CSs'
+    answers; the driver."""
+    from kmd_model.cs import checker
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=POOL_KIB, job_timeout=1 << 40, fallback_poll=2_000)
+    monkeypatch.setattr(checker, "PAUSE_DW", 512)
+    clients = [Client() for _ in range(files)]
+    chunks = []
+    for c in clients:
+        bo = c.bo(0x10000 + 4 * BIG_DW)
+        bo.u32[0x4000:0x4000 + BIG_DW] = pm4.nop(1023) * (BIG_DW // 1024)
+        bo.u32[0x10] = 0
+        chunks.append((bo, uapi.CsChunkIb(BIG_DW, handle=bo.handle, offset=0x10000)))
+    most = [0]
+    real = kmd.lock.yield_to_waiters
+
+    def step() -> None:
+        held = sum(f.copies_held for f in kmd.files.values()) - kmd.copies_parked
+        most[0] = max(most[0], held)
+        real()
+    monkeypatch.setattr(kmd.lock, "yield_to_waiters", step)
+    outs: list[list] = [[] for _ in clients]
+    go = threading.Barrier(files)
+
+    def run(k: int) -> None:
+        go.wait()
+        try:
+            outs[k].append(clients[k].submit(chunks[k][1]))
+        except kmd_model.uapi.KmdError as e:
+            outs[k].append((e.errno, e.message))
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(files)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert all(len(o) == 1 and isinstance(o[0], int) for o in outs), outs
+    assert all(c.wait(o[0], 1 << 30) for c, o in zip(clients, outs))
+    return most[0], outs, kmd
+
+
+def test_checks_in_progress_hold_a_bounded_memory_for_the_device_whatever_the_files(monkeypatch):
+    """Sixteen files, each a maximum CS at once (each file under its own bound, one pool): each
+    check paused as the lock went to the others, its copies held, so the checks in progress
+    held copies in proportion to the files (up to 16 maximum checks, 8 pools; 128 MiB at the
+    default pool). A check may pause holding its copies only with one of Kmd.CHECKS_PAUSED
+    slots, every file's; without one, it drops them and waits for a slot holding nothing:
+    at most CHECKS_PAUSED maximum checks. Every CS still runs, and gives its slot back."""
+    most, outs, kmd = _checks_across_files(monkeypatch, 16)
+    half = kmd.shadow.size // 2  # (a maximum job's copies: BIG_DW dwords)
+    assert most <= CHECKS * half, f"{most:#x} bytes of copies held by checks in progress"  # (was 8 pools)
+    assert kmd.CHECKS_PAUSED == CHECKS and kmd.checks_paused == 0 and kmd.copies_parked == 0
+    assert all(f.copies_held == 0 for f in kmd.files.values())
+
+
+def test_a_cs_whose_check_never_pauses_takes_no_slot_and_never_waits_for_one(monkeypatch):
+    """With every slot taken (CHECKS_PAUSED checks paused), a small CS (a check that never
+    hands the lock over) goes ahead at once, and a large one that would pause waits for a
+    slot, holding no copies, and runs once one is free."""
+    kmd = kmd_model.bind(RefModel(), shadow_pool_kib=POOL_KIB, job_timeout=1 << 40, fallback_poll=2_000)
+    from kmd_model.cs import checker
+    monkeypatch.setattr(checker, "PAUSE_DW", 512)
+    c = Client()
+    bo = c.bo(0x10000 + 4 * BIG_DW)
+    kmd.checks_paused = kmd.CHECKS_PAUSED  # (as if that many checks were paused)
+    small = c.submit(c.ib(bo, pm4.write_data(bo.addr + 0x100, [5])))
+    assert c.wait(small) and bo.u32[0x40] == 5 and kmd.checks_paused == kmd.CHECKS_PAUSED
+    bo.u32[0x4000:0x4000 + BIG_DW] = pm4.nop(1023) * (BIG_DW // 1024)
+    out: list = []
+    other = Client()
+    entered: list = []
+    real_wait = type(kmd).wait_check_slot
+
+    def wait_check_slot(self, file, wait):
+        entered.append(file.copies_held)  # (what the waiting CS's file holds as it waits)
+        return real_wait(self, file, wait)
+    monkeypatch.setattr(type(kmd), "wait_check_slot", wait_check_slot)
+
+    def big() -> None:
+        # (a check pauses only when another thread waits for the lock at one of its steps:
+        # submitted again until one did)
+        while not entered:
+            try:
+                out.append(c.submit(uapi.CsChunkIb(BIG_DW, handle=bo.handle, offset=0x10000)))
+            except kmd_model.uapi.KmdError as e:
+                out.append((e.errno, e.message))
+    done = threading.Event()
+
+    def pester() -> None:  # another client's ioctls all along: the big check would pause for them
+        while not done.is_set():
+            other.io(Request.INFO, uapi.InfoArgs(uapi.InfoQuery.DEV_INFO))
+    p = threading.Thread(target=pester, daemon=True)
+    p.start()
+    before = len(out)
+    t = threading.Thread(target=big, daemon=True)
+    t.start()
+    for _ in range(3000):
+        if entered:
+            break
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert entered == [0] and t.is_alive(), (entered, out)  # (it waits for a slot, holding no copies)
+    waited = len(out)
+    kmd.checks_paused = 0  # (the slots free)
+    t.join(60)
+    done.set()
+    p.join(60)
+    assert not t.is_alive() and len(out) == waited + 1 and all(isinstance(o, int) for o in out), (before, out)
+    assert c.wait(out[-1]) and kmd.checks_paused == 0 and c.f.copies_held == 0
+
+
+def test_turns_to_check_are_served_in_order():
+    """A CS waiting for a turn (Kmd.wait_check_slot) is served before a check that comes to
+    its first pause later, even with a turn free: that check drops its copies and waits
+    behind it (a client's threads pausing one check after another took every turn freed,
+    the waiting CS's for ever)."""
+    from kmd_model.cs.shadow import ShadowWait
+    kmd = kmd_model.bind(RefModel())
+    first, later = object(), ShadowWait()
+    kmd.check_waiters.append(first)
+    assert kmd.checks_paused == 0 and not kmd.check_slot(later) and later.wants_slot and not later.slot
+    kmd.check_waiters.remove(first)
+    now = ShadowWait()
+    assert kmd.check_slot(now) and now.slot and kmd.checks_paused == 1
+    kmd.check_slot_release(now)
+    assert kmd.checks_paused == 0 and not now.slot

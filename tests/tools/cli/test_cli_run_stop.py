@@ -88,11 +88,17 @@ def test_timeout_stops_an_app_that_spins_and_keeps_its_outputs(tmp_path, backend
     assert took < 120, took
 
 
-def _stop(backend: str, tmp_path, how: str, body: str = SPIN, sig: int = signal.SIGINT):
+# An app that catches every stop has it raised again after $GPUCOSIM_STOP_REFIRE seconds
+# (2 by default) and is ended after as long again: the tests of such apps wait a fifth of
+# that (it is how long the app has to act on its stop, not the machine's speed)
+REFIRE = {"GPUCOSIM_STOP_REFIRE": "0.4"}
+
+
+def _stop(backend: str, tmp_path, how: str, body: str = SPIN, sig: int = signal.SIGINT, env: dict | None = None):
     app = tmp_path / "spin.py"
     app.write_text(body)
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
-    e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+    e = dict(os.environ, GPUCOSIM_PROGRESS="0", **(env or {}))
     e.pop("GPUCOSIM_LOG", None)
     # (SIGINT as a terminal leaves it: an xdist worker ignores it, and a child inherits that)
     p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", backend, "--trace", str(trace),
@@ -175,7 +181,7 @@ def test_timeout_stops_an_app_that_swallows_the_stop(tmp_path, backend):
                    "            while True:\n                pass\n        except BaseException:\n            pass\n")
     trace, stats = tmp_path / "t.json", tmp_path / "s.json"
     r = gpucosim("run", str(app), "--sim", backend, "--timeout", "3", "--trace", str(trace), "--stats-json",
-                 str(stats), timeout=60)
+                 str(stats), env=REFIRE, timeout=60)
     assert r.returncode == 124, r.stdout[-2000:] + r.stderr[-2000:]
     assert re.search(r"did not finish within 3 s \(at cycle \d+\): stopped \(the app caught every stop: its "
                      r"process ended\)$", r.stderr.splitlines()[-1]), r.stderr
@@ -196,7 +202,7 @@ def test_a_stop_the_app_swallows_on_a_simulator_is_said_once(tmp_path, how, sig)
     if how == "simulator":
         app = tmp_path / "spin.py"
         app.write_text(body)
-        e = dict(os.environ, GPUCOSIM_PROGRESS="0")
+        e = dict(os.environ, GPUCOSIM_PROGRESS="0", **REFIRE)
         e.pop("GPUCOSIM_LOG", None)
         p = subprocess.Popen([sys.executable, "-m", "gpucosim", "run", str(app), "--sim", "verilator"], cwd=ROOT,
                              env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -212,7 +218,7 @@ def test_a_stop_the_app_swallows_on_a_simulator_is_said_once(tmp_path, how, sig)
             p.kill()
         code = p.returncode
     else:
-        code, out, err, _, _ = _stop("verilator", tmp_path, how, body=body, sig=sig)
+        code, out, err, _, _ = _stop("verilator", tmp_path, how, body=body, sig=sig, env=REFIRE)
     words = "interrupted" if sig == signal.SIGINT else "terminated (SIGTERM)"
     assert code == 128 + sig, err
     assert err.splitlines().count(f"gpucosim: {words}") == 1, err
@@ -534,6 +540,13 @@ def test_timeout_ends_an_app_that_takes_the_clock_on_the_model(tmp_path, takes):
                      r"more: its process ended\)$", r.stderr.splitlines()[-1]), r.stderr
     assert json.loads(stats.read_text())["exit_code"] == 124
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+
+
+def test_a_bad_stop_refire_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("GPUCOSIM_STOP_REFIRE", "0")
+    assert usage_error(capsys, "run", "examples/hello.py", "--sim", "model") == (
+        "gpucosim run: error: GPUCOSIM_STOP_REFIRE='0': give a number of seconds above 0, at most 1000000 "
+        "(in the environment)")
 
 
 def test_a_bad_stop_grace_is_one_line(capsys, monkeypatch):

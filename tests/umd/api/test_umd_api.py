@@ -179,3 +179,35 @@ def test_seq_of_a_flush_not_submitted_is_one_line():
         gpu.close()
     finally:
         kmd_model.unbind()
+
+
+def test_seq_done_of_a_value_that_is_no_seqno_is_one_line():
+    """Queue.seq_done, which help(umd.Queue) lists, took any value (hostile-21): "x" and None
+    were Python's "unsupported operand type(s) for -: 'int' and 'str'" from inside the UMD,
+    -1, 2**70 and True answered True, a numpy uint64 printed numpy's overflow warning from
+    the KMD's fence.py. A seqno is an int from 0 to 0xffffffff; numpy's integers are ints."""
+    import warnings
+
+    import numpy as np
+    kmd_model.bind(RefModel())
+    try:
+        gpu = umd.open()
+        q = gpu.queue()
+        q.write(gpu.alloc(64), 0, 1)
+        q.finish()
+        s = q.seq_of(1)
+        for bad, kind, text in (("x", TypeError, "an int, not 'x'"), (None, TypeError, "an int, not None"),
+                                (1.5, TypeError, "an int, not 1.5"), (True, TypeError, "an int, not True"),
+                                (-1, ValueError, "a seqno, an int from 0 to 0xffffffff (seq_of's, flush's), not -1"),
+                                (1 << 70, ValueError, f"a seqno, an int from 0 to 0xffffffff (seq_of's, flush's), "
+                                                      f"not {1 << 70}"),
+                                (np.uint64(1 << 63), ValueError, f"not {1 << 63}")):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(kind) as ei:
+                    q.seq_done(bad)
+            assert str(ei.value).startswith("seq_done: seq must be ") and str(ei.value).endswith(text), str(ei.value)
+        assert q.seq_done(s) and q.seq_done(np.uint32(s)) and not q.seq_done((s + 1) & 0xFFFFFFFF)
+        gpu.close()
+    finally:
+        kmd_model.unbind()
