@@ -213,8 +213,11 @@ class SdmaEngine(wiring.Component):
         ]
         cur_off = Signal(32)  # the offset of the dword on offer in its buffer
         m.d.comb += cur_off.eq(Mux(in_ib, ib_pos, rpos & mask))
+        cur_base = Signal(aw)
         cur_addr = Signal(aw)
-        m.d.comb += cur_addr.eq(Mux(in_ib, ib_base, ring_base) + Cat(Const(0, 2), cur_off))
+        m.d.comb += [cur_base.eq(Mux(in_ib, ib_base, ring_base)), cur_addr.eq(cur_base + Cat(Const(0, 2), cur_off))]
+        # (an offset fits 20 bits: ib_pos's width, and the ring's mask at RB_SIZE's largest)
+        assert len(ib_pos) == 20 and MAX_LOG2 == 20
         pop = Signal()
         m.d.comb += [fr.dw_ready.eq(pop & ~in_ib), fi.dw_ready.eq(pop & in_ib)]
         with m.If(pop):
@@ -271,7 +274,7 @@ class SdmaEngine(wiring.Component):
         err_any, db_err, db_code, fail, bus_code = c.take("err_any db_err db_code fail bus_code")
         reset_pulse, resetting, soft, transfers, transfers_d = c.take(
             "reset_pulse resetting soft transfers transfers_d")
-        fc_addr = c.fc_addr
+        fc_base, fc_off = c.fc_base, c.fc_off
 
         # ---------------------------------------------------------------- doorbell
         # (int32)(v − wptr) < 0 → BACKWARDS; (uint32)(v − rptr) > 4·size → OVERFLOW; bits 1:0
@@ -563,7 +566,8 @@ class SdmaEngine(wiring.Component):
             m.d.sync += poll_req.eq(0)
         with m.If(~err_any):
             # the address a parser's error in this cycle names, if it is not in a register
-            m.d.sync += fc_addr.eq(Mux(fsm.ongoing("IH_WAIT"), self.ih_addr, cur_addr))
+            ih_wait = fsm.ongoing("IH_WAIT")
+            m.d.sync += [fc_base.eq(Mux(ih_wait, self.ih_addr, cur_base)), fc_off.eq(Mux(ih_wait, 0, cur_off))]
         m.d.comb += dma.abort.eq(reset_pulse)
 
         # ---------------------------------------------------------------- status and counters

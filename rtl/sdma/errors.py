@@ -93,7 +93,13 @@ def error_latch(m: Module, eng, c) -> None:
     fv, xv, dv = Signal(name="f_err_valid"), Signal(name="x_err_valid"), Signal(name="db_err_valid")
     m.d.comb += err_any.eq(err | fv | xv | dv)
     fc_code, fc_where, fc_opz = Signal(8, name="f_code_r"), Signal.like(f_where, name="f_where_r"), Signal()
-    fc_addr = Signal(aw, name="f_addr_r")  # the dword's address, or the IH writer's answer's (below)
+    # the dword's address as its buffer's base and its dword offset there, added up after the
+    # capture (below), or the IH writer's answer's, offset 0 (engine.py, after the FSM): as
+    # their sum, the capture was the end of the base's and offset's multiplexers and a 48-bit
+    # carry chain, whose top bits were the top's short endpoints (`sdma.f_addr_r`, 17-31
+    # bits, 10.6-11.1 ns)
+    fc_base = Signal(aw, name="f_base_r")
+    fc_off = Signal(20, name="f_off_r")
     xc_code, xc_addr, xc_off = Signal(8, name="x_code_r"), Signal(aw, name="x_addr_r"), Signal(32, name="x_off_r")
     xc_level, xc_op, xc_vmid = Signal(name="x_level_r"), Signal(8, name="x_op_r"), Signal(4, name="x_vmid_r")
     dc_code, dc_off = Signal(8, name="db_code_r"), Signal(MAX_LOG2, name="db_off_r")
@@ -107,11 +113,14 @@ def error_latch(m: Module, eng, c) -> None:
                      xc_code.eq(x_code), xc_addr.eq(x_addr), xc_off.eq(x_off), xc_level.eq(x_level),
                      xc_op.eq(x_op), xc_vmid.eq(x_vmid),
                      dc_code.eq(db_code), dc_off.eq(rdw & mask), dc_addr.eq(csr.sdma_doorbell[2:])]
-        # (fc_addr: after the FSM, which says whose address it follows)
+        # (fc_base, fc_off: after the FSM, which says whose address they follow)
     # the latch: the parser's place (level, VMID, the packet's offset, OP and SUB_OP) is
     # still in its registers a cycle after its error (the header's cycle loads them)
+    # (the offset is added after the choice, 0 but for the dword's: one multiplexer as before
+    # and one adder, from registers)
     f_addr = Signal(aw)
-    m.d.comb += f_addr.eq(Array([fc_addr, hdr_addr, blk_addr, poll_addr, fc_addr, ib_base_p])[fc_where])
+    m.d.comb += f_addr.eq(Array([fc_base, hdr_addr, blk_addr, poll_addr, fc_base, ib_base_p])[fc_where]
+                          + Cat(Const(0, 2), Mux(fc_where == _WHERE.index("cur"), fc_off, 0)))
     assert _WHERE == ("cur", "hdr", "blk", "poll", "ih", "ib_base")
     with m.If(~err & ~resetting):
         # (a transfer's error first: its packet came before the one the parser holds)

@@ -26,13 +26,27 @@ def setup(c):
     c.poll_masked = Signal(32, name="poll_masked")  # ... and the dword & MASK
     c.poll_rresp = Signal(2, name="poll_rresp")
     c.poll_ruser = Signal(len(c.bus.ruser), name="poll_ruser")
+    # poll_retries is 0 and RETRY_COUNT is not RETRY_FOREVER: the failing read is the last,
+    # kept with the count (it moves where the count does) so the test reads one register
+    c.poll_out = Signal(name="poll_out")
+    c.poll_fsel = Signal(len(PR.field("FUNC").values), name="poll_fsel")  # FUNC, one bit per value
+
+
+def prepare(c, pkt):
+    """In CHECK, whatever its checks say: FUNC decoded into one bit per test, read in
+    POLL_TEST only, so the test is an AND-OR of the two compares with registers (FUNC's
+    decode after the compares' carry chains was sdma_32's path on seed 1, poll_masked ->
+    the test -> ih_valid, 9.99 ns)."""
+    fn = pk.field(c.hdr, c.p, PR, "FUNC")
+    c.m.d.sync += c.poll_fsel.eq(Cat(*(fn == v for v in PR.field("FUNC").values.values())))
 
 
 def start(c, pkt):
     m, h, p = c.m, c.hdr, c.p
     c.count_packet(pkt.index)
     m.d.sync += [c.poll_addr.eq(pk.address(h, p, PR, "addr", c.aw)), c.poll_req.eq(1),
-                 c.poll_retries.eq(pk.field(h, p, PR, "RETRY_COUNT"))]
+                 c.poll_retries.eq(pk.field(h, p, PR, "RETRY_COUNT")),
+                 c.poll_out.eq(pk.field(h, p, PR, "RETRY_COUNT") == 0)]  # (0 is not RETRY_FOREVER)
     m.next = "POLL_READ"
 
 
@@ -68,23 +82,20 @@ def states(c):
         c.ih_request(ih_spec.Source.SDMA_POLL_TIMEOUT, [c.poll_addr[:32], c.poll_addr[32:], word, 0], c.cur_vmid)
         m.d.sync += c.ih_valid.eq(0)
         ref = pk.field(h, p, PR, "VALUE")
-        fn = pk.field(h, p, PR, "FUNC")
         ok = Signal()
-        # (If chains, not Switch: Yosys writes an empty `case` Icarus cannot parse)
         # every test from two carry chains side by side, `<` each way (the six compares were
         # chains and an equality's LUT tree into the test's choice: sdma_32's path on seed 3,
         # VALUE's register -> the compare -> ih_valid, 10.14 ns)
         lt, gt = Signal(), Signal()
         m.d.comb += [lt.eq(masked < ref), gt.eq(ref < masked)]
         tests = {"ALWAYS": Const(1), "LT": lt, "LE": ~gt, "EQ": ~lt & ~gt, "NE": lt | gt, "GE": ~lt, "GT": gt}
-        for name, v in PR.field("FUNC").values.items():
-            with m.If(fn == v):
-                m.d.comb += ok.eq(tests[name])
+        m.d.comb += ok.eq(Cat(*(c.poll_fsel[i] & tests[name]
+                                for i, name in enumerate(PR.field("FUNC").values))).any())
         with m.If(c.poll_rresp != RESP_OKAY):
             c.fail(c.bus_code(c.poll_rresp, c.poll_ruser), c.poll_addr)
         with m.Elif(ok):
             m.next = "DONE"
-        with m.Elif((c.poll_retries == 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
+        with m.Elif(c.poll_out):
             # the retries ran out: AMD's engine raises POLL_TIMEOUT and moves on
             m.d.sync += c.ih_valid.eq(1)
             m.next = "IH_WAIT"
@@ -95,7 +106,7 @@ def states(c):
         # packet, and start() loads it anew), so its enable waits for no compare (sdma_64's
         # path was poll_masked -> the test -> the next state -> poll_retries' enable, 11.49 ns)
         with m.If((c.poll_retries != 0) & (pk.field(h, p, PR, "RETRY_COUNT") != sp.RETRY_FOREVER)):
-            m.d.sync += c.poll_retries.eq(c.poll_retries - 1)
+            m.d.sync += [c.poll_retries.eq(c.poll_retries - 1), c.poll_out.eq(c.poll_retries == 1)]
     with state("POLL_SLEEP"):
         m.d.comb += c.waiting.eq(1)
         m.d.sync += c.poll_timer.eq(c.poll_timer - 1)
