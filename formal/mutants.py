@@ -143,9 +143,9 @@ MUTANTS: list[Mutant] = [
       "m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel])",
       "m.d.comb += getattr(out, f).eq(Array(getattr(p, f) for p in s)[w_sel ^ ~out.wready])",
       "w_stable", "W payload shows the other master's until WREADY"),
-    M("mux_ar_ready_all", "mux", "rtl.axi_mux", "p.arready.eq(out.arready & (ar_sel == i))",
+    M("mux_ar_ready_all", "mux", "rtl.axi_mux", "p.arready.eq(out.arready & (ar_parked if i == n - 1 else ar_sel == i))",
       "p.arready.eq(out.arready)", "ar_routed", "every master sees ARREADY: a read issued twice"),
-    M("mux_aw_ready_all", "mux", "rtl.axi_mux", "p.awready.eq(aw_ready & (aw_sel == i))",
+    M("mux_aw_ready_all", "mux", "rtl.axi_mux", "p.awready.eq(aw_ready & (aw_parked if i == n - 1 else aw_sel == i))",
       "p.awready.eq(aw_ready)", "aw_routed", "every master sees AWREADY: a write address lost"),
     M("mux_r_broadcast", "mux", "rtl.axi_mux", "p.rvalid.eq(out.rvalid & (r_sel == i))",
       "p.rvalid.eq(out.rvalid)", "r_routed", "R beats reach every master"),
@@ -377,10 +377,10 @@ MUTANTS: list[Mutant] = [
       keep_going=False),
     M("switch_mid_packet", "cp_queues", "rtl.cp.parser",
       "            with m.Elif(~c.cur_fetch_valid):\n                m.d.comb += c.stall.eq(1)\n"
-      "            with m.Else():\n                # (the dword is taken",
+      "            with m.Else(), gated():\n                # (the dword is taken",
       "            with m.Elif(~c.cur_fetch_valid):\n                m.d.comb += c.stall.eq(1)\n"
       "                with m.If(c.want_switch):\n                    m.next = \"SWAP\"\n"
-      "            with m.Else():\n                # (the dword is taken",
+      "            with m.Else(), gated():\n                # (the dword is taken",
       "switch_at_boundary", "a packet waiting for its payload is switched out in the middle", depth=12,
       keep_going=False),
     M("shadow_without_level", "cp_queues", "rtl.cp.queues", 'init=1 if name == "lvl" else 0', "init=0",

@@ -240,7 +240,7 @@ def test_checks_kept_through_waits_are_bounded_for_the_device_whatever_the_files
 
 # ---------------------------------------------------------------------------- checks in progress
 
-CHECKS = 4  # (Kmd.CHECKS_PAUSED)
+TURNS = 4  # (Kmd.CHECKS_PAUSED)
 
 
 def _checks_across_files(monkeypatch, files: int) -> tuple[int, list, object]:
@@ -296,8 +296,8 @@ def test_checks_in_progress_hold_a_bounded_memory_for_the_device_whatever_the_fi
     at most CHECKS_PAUSED maximum checks. Every CS still runs, and gives its slot back."""
     most, outs, kmd = _checks_across_files(monkeypatch, 16)
     half = kmd.shadow.size // 2  # (a maximum job's copies: BIG_DW dwords)
-    assert most <= CHECKS * half, f"{most:#x} bytes of copies held by checks in progress"  # (was 8 pools)
-    assert kmd.CHECKS_PAUSED == CHECKS and kmd.checks_paused == 0 and kmd.copies_parked == 0
+    assert most <= TURNS * half, f"{most:#x} bytes of copies held by checks in progress"  # (was 8 pools)
+    assert kmd.CHECKS_PAUSED == TURNS and kmd.checks_paused == 0 and kmd.copies_parked == 0
     assert all(f.copies_held == 0 for f in kmd.files.values())
 
 
